@@ -1,0 +1,26 @@
+"""gemma4-static: a static-shape runtime for Gemma 4 and its parity checks against transformers."""
+
+from .config import FULL_ATTENTION, SLIDING_ATTENTION, TextConfigView, read_text_config
+from .masks import (
+    build_decode_bool_masks,
+    build_decode_masks,
+    build_prefill_bool_masks,
+    build_prefill_masks,
+    to_additive,
+)
+from .rope import RopeTables, build_rope, inverse_frequencies
+
+__all__ = [
+    "FULL_ATTENTION",
+    "SLIDING_ATTENTION",
+    "RopeTables",
+    "TextConfigView",
+    "build_decode_bool_masks",
+    "build_decode_masks",
+    "build_prefill_bool_masks",
+    "build_prefill_masks",
+    "build_rope",
+    "inverse_frequencies",
+    "read_text_config",
+    "to_additive",
+]

@@ -1,0 +1,145 @@
+"""The one place that reads Hugging Face's Gemma 4 text config into what the runtime needs.
+
+Everything downstream (masks, RoPE, caches) takes a :class:`TextConfigView`; HF attribute names
+appear only here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+FULL_ATTENTION = "full_attention"
+SLIDING_ATTENTION = "sliding_attention"
+LAYER_TYPES = (FULL_ATTENTION, SLIDING_ATTENTION)
+ROPE_TYPES = ("default", "proportional")
+BIDIRECTIONAL_MODES = (None, "vision", "all")
+
+
+@dataclass(frozen=True)
+class RopeSpec:
+    """RoPE parameters of one layer type, resolved against that type's head dim."""
+
+    rope_type: str
+    theta: float
+    head_dim: int
+    partial_rotary_factor: float = 1.0
+    factor: float = 1.0
+
+
+@dataclass(frozen=True)
+class LayerTypeSpec:
+    """Attention geometry shared by every layer of one type."""
+
+    head_dim: int
+    num_kv_heads: int
+    rope: RopeSpec
+
+
+@dataclass(frozen=True)
+class TextConfigView:
+    """What the static runtime needs from a ``Gemma4TextConfig``.
+
+    ``sliding_window`` is HF's stored value: for ``use_bidirectional_attention == "all"`` HF has
+    already converted it to the exclusive half-width ``window // 2 + 1``.
+    """
+
+    layer_types: tuple[str, ...]
+    type_specs: tuple[tuple[str, LayerTypeSpec], ...]
+    sliding_window: int
+    use_bidirectional_attention: str | None
+    num_attention_heads: int
+    kv_sharing_modes: tuple[str | None, ...]
+
+    def spec(self, layer_type: str) -> LayerTypeSpec:
+        """The geometry of ``layer_type``; ``ValueError`` if the model has no such layer."""
+        for name, spec in self.type_specs:
+            if name == layer_type:
+                return spec
+        raise ValueError(f"layer_type={layer_type!r} is not used by this model; expected one of {self.unique_layer_types}")
+
+    @property
+    def unique_layer_types(self) -> tuple[str, ...]:
+        """Layer types present in the model, in canonical order (full, then sliding)."""
+        return tuple(name for name, _ in self.type_specs)
+
+
+def read_text_config(config: Any) -> TextConfigView:
+    """Read a ``Gemma4TextConfig`` (or a ``Gemma4Config``, via its text config) into a view.
+
+    Raises ``TypeError`` for an object that is not a Gemma 4 config and ``ValueError`` naming the
+    field for values the runtime does not support.
+    """
+    if isinstance(config, TextConfigView):
+        return config
+    if hasattr(config, "get_text_config") and not hasattr(config, "layer_types"):
+        config = config.get_text_config()
+    if not hasattr(config, "layer_types") or not hasattr(config, "per_layer_config"):
+        raise TypeError(
+            f"text_config must be a Gemma4TextConfig or Gemma4Config, got {type(config).__name__}"
+        )
+
+    layer_types = tuple(config.layer_types)
+    unknown = sorted({t for t in layer_types if t not in LAYER_TYPES})
+    if unknown:
+        raise ValueError(f"layer_types contains unsupported values {unknown}; expected only {list(LAYER_TYPES)}")
+
+    bidirectional = config.use_bidirectional_attention
+    if bidirectional not in BIDIRECTIONAL_MODES:
+        raise ValueError(
+            f"use_bidirectional_attention={bidirectional!r} is not supported; expected one of {BIDIRECTIONAL_MODES}"
+        )
+
+    sliding_window = config.sliding_window
+    if SLIDING_ATTENTION in layer_types and (not isinstance(sliding_window, int) or sliding_window < 1):
+        raise ValueError(f"sliding_window must be an integer >= 1, got {sliding_window!r}")
+
+    present = tuple(t for t in LAYER_TYPES if t in layer_types)
+    type_specs = tuple((t, _read_layer_type(config, t)) for t in present)
+    return TextConfigView(
+        layer_types=layer_types,
+        type_specs=type_specs,
+        sliding_window=int(sliding_window),
+        use_bidirectional_attention=bidirectional,
+        num_attention_heads=int(config.num_attention_heads),
+        kv_sharing_modes=tuple(config.kv_sharing_modes),
+    )
+
+
+def _read_layer_type(config: Any, layer_type: str) -> LayerTypeSpec:
+    per_type = config.per_layer_config[layer_type]
+    head_dim = int(per_type.head_dim)
+    rope_parameters = (config.rope_parameters or {}).get(layer_type)
+    if rope_parameters is None:
+        raise ValueError(f"rope_parameters[{layer_type!r}] is missing; every layer type needs RoPE parameters")
+    return LayerTypeSpec(
+        head_dim=head_dim,
+        num_kv_heads=int(per_type.num_key_value_heads),
+        rope=_read_rope(rope_parameters, layer_type, head_dim),
+    )
+
+
+def _read_rope(params: dict[str, Any], layer_type: str, head_dim: int) -> RopeSpec:
+    field = f"rope_parameters[{layer_type!r}]"
+    rope_type = params.get("rope_type")
+    if rope_type not in ROPE_TYPES:
+        raise ValueError(f"{field}['rope_type']={rope_type!r} is not supported; expected one of {list(ROPE_TYPES)}")
+    theta = params.get("rope_theta")
+    if not isinstance(theta, int | float) or theta <= 0:
+        raise ValueError(f"{field}['rope_theta'] must be a positive number, got {theta!r}")
+    # HF's default RoPE ignores `factor` and `partial_rotary_factor`; only proportional RoPE reads them.
+    factor, partial = 1.0, 1.0
+    if rope_type == "proportional":
+        factor = params.get("factor", 1.0)
+        if not isinstance(factor, int | float) or factor <= 0:
+            raise ValueError(f"{field}['factor'] must be a positive number, got {factor!r}")
+        partial = params.get("partial_rotary_factor", 1.0)
+        if not isinstance(partial, int | float) or not 0.0 <= partial <= 1.0:
+            raise ValueError(f"{field}['partial_rotary_factor'] must be in [0, 1], got {partial!r}")
+    return RopeSpec(
+        rope_type=rope_type,
+        theta=float(theta),
+        head_dim=head_dim,
+        partial_rotary_factor=float(partial),
+        factor=float(factor),
+    )

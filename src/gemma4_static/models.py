@@ -1,0 +1,126 @@
+"""The embedded default models: small, seeded, randomly initialised Gemma 4 models that keep the
+real architecture, so everything runs offline; plus loading a real checkpoint from local disk.
+
+- ``tiny``: a multimodal ``Gemma4ForConditionalGeneration`` (small vision tower, sliding window 6,
+  KV sharing, PLE, double-wide MLP on shared layers, vision-bidirectional sliding layers); both
+  layer types occur among shared and non-shared layers.
+- ``e2b-geometry``: a text-only ``Gemma4ForCausalLM`` with E2B's 35 layers in the 4:1 pattern,
+  20 KV-shared layers, head dims 256/512, window 512 and E2B's RoPE parameters; narrow hidden
+  size, small vocabulary and 2 query heads instead of 8 (masks, RoPE, the layer pattern and KV
+  sharing do not depend on the number of heads).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import (
+    AutoConfig,
+    Gemma4Config,
+    Gemma4ForCausalLM,
+    Gemma4ForConditionalGeneration,
+    Gemma4TextConfig,
+    PreTrainedModel,
+)
+
+MODEL_NAMES = ("tiny", "e2b-geometry")
+DEFAULT_SEED = 0
+
+E2B_LAYER_TYPES = (["sliding_attention"] * 4 + ["full_attention"]) * 7
+E2B_ROPE_PARAMETERS = {
+    "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1_000_000.0},
+    "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+}
+
+
+def tiny_config() -> Gemma4Config:
+    """A small multimodal Gemma 4: 10 layers (4:1 pattern), 4 of them KV-shared, window 6."""
+    text = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 10,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 32,
+        "global_head_dim": 64,
+        "sliding_window": 6,
+        "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 2,
+        "rope_parameters": E2B_ROPE_PARAMETERS,
+        "vocab_size": 512,
+        "vocab_size_per_layer_input": 512,
+        "hidden_size_per_layer_input": 16,
+        "num_kv_shared_layers": 4,
+        "use_double_wide_mlp": True,
+        "final_logit_softcapping": 30.0,
+        "use_bidirectional_attention": "vision",
+        "max_position_embeddings": 4096,
+    }
+    vision = {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "patch_size": 4,
+        "pooling_kernel_size": 2,
+        "position_embedding_size": 64,
+    }
+    special = {
+        "image_token_id": 500,
+        "boi_token_id": 501,
+        "eoi_token_id": 502,
+        "audio_token_id": 503,
+        "video_token_id": 504,
+        "boa_token_id": 505,
+        "eoa_token_index": 506,
+    }
+    return Gemma4Config(text_config=text, vision_config=vision, **special)
+
+
+def e2b_geometry_config() -> Gemma4TextConfig:
+    """E2B's layer pattern, head dims, window, RoPE and KV sharing on a narrow, cheap model."""
+    return Gemma4TextConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=35,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=256,
+        global_head_dim=512,
+        sliding_window=512,
+        layer_types=list(E2B_LAYER_TYPES),
+        rope_parameters=E2B_ROPE_PARAMETERS,
+        vocab_size=1024,
+        vocab_size_per_layer_input=1024,
+        hidden_size_per_layer_input=16,
+        num_kv_shared_layers=20,
+        use_double_wide_mlp=True,
+        final_logit_softcapping=30.0,
+        max_position_embeddings=131_072,
+    )
+
+
+def build_default_model(name: str, *, seed: int = DEFAULT_SEED) -> PreTrainedModel:
+    """Build one of :data:`MODEL_NAMES` with seeded random weights, in eval mode, fp32."""
+    if name not in MODEL_NAMES:
+        raise ValueError(f"name must be one of {MODEL_NAMES}, got {name!r}")
+    torch.manual_seed(seed)
+    if name == "tiny":
+        return Gemma4ForConditionalGeneration(tiny_config()).eval()
+    return Gemma4ForCausalLM(e2b_geometry_config()).eval()
+
+
+def load_checkpoint(path: str | Path) -> PreTrainedModel:
+    """Load a Gemma 4 checkpoint from a local folder, never from the network."""
+    folder = Path(path)
+    if not (folder / "config.json").is_file():
+        raise ValueError(f"checkpoint path {str(folder)!r} is not a folder with a config.json")
+    config = AutoConfig.from_pretrained(folder, local_files_only=True)
+    if getattr(config, "model_type", None) not in ("gemma4", "gemma4_text"):
+        raise ValueError(
+            f"checkpoint {str(folder)!r} has model_type={getattr(config, 'model_type', None)!r}; expected a Gemma 4"
+        )
+    model_class = Gemma4ForConditionalGeneration if config.model_type == "gemma4" else Gemma4ForCausalLM
+    return model_class.from_pretrained(folder, local_files_only=True).eval()

@@ -1,0 +1,120 @@
+"""Hugging Face as the oracle: adapters that ask transformers for its masks and RoPE and put the
+answer in a comparable form. Used by the verification flow and the parity tests, never by the
+runtime.
+
+HF may answer a mask request with ``None`` (SDPA's ``is_causal`` shortcut), a float additive mask
+(eager) or a boolean mask (sdpa); :func:`expand_hf_mask` turns each into the boolean pattern it
+stands for, so nothing is ever skipped.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from transformers import DynamicCache, Gemma4ForConditionalGeneration
+from transformers.masking_utils import create_masks_for_generate
+from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
+
+ATTN_IMPLEMENTATIONS = ("eager", "sdpa")
+
+
+def expand_hf_mask(mask: torch.Tensor | None, batch: int, q_len: int, kv_len: int) -> torch.Tensor:
+    """HF's mask as a boolean ``(B, 1, Q, K)`` pattern, ``True`` = allowed.
+
+    ``None`` means SDPA runs with ``is_causal = q_len > 1``: upper-left causal for ``q_len > 1``
+    and every key for a single query. A float mask allows exactly its ``0.0`` entries.
+    """
+    if mask is None:
+        if q_len == 1:
+            pattern = torch.ones(1, kv_len, dtype=torch.bool)
+        else:
+            pattern = torch.ones(q_len, kv_len, dtype=torch.bool).tril()
+        return pattern.expand(batch, 1, q_len, kv_len)
+    allowed = mask if mask.dtype == torch.bool else mask == 0
+    return allowed.expand(batch, 1, q_len, kv_len)
+
+
+def _with_attn_implementation(config: Any, attn_implementation: str) -> tuple[Any, Any]:
+    """A copy of ``config`` (composite or text) using ``attn_implementation``; returns (config, text)."""
+    if attn_implementation not in ATTN_IMPLEMENTATIONS:
+        raise ValueError(f"attn_implementation must be one of {ATTN_IMPLEMENTATIONS}, got {attn_implementation!r}")
+    config = copy.deepcopy(config)
+    text = config.get_text_config()
+    text._attn_implementation = attn_implementation
+    if text is not config:
+        config._attn_implementation = attn_implementation
+    return config, text
+
+
+def hf_prefill_bool_masks(
+    config: Any,
+    attention_mask: torch.Tensor,
+    *,
+    attn_implementation: str,
+    mm_token_type_ids: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
+    """HF's prefill masks ``{layer_type: (B, 1, S, S) bool}`` for a ``(B, S)`` padding mask.
+
+    With ``mm_token_type_ids`` the request goes through ``Gemma4ForConditionalGeneration``'s own
+    ``create_masks_for_generate`` (HF's vision-bidirectional path); otherwise through
+    ``masking_utils.create_masks_for_generate``.
+    """
+    config, text = _with_attn_implementation(config, attn_implementation)
+    batch, length = attention_mask.shape
+    inputs_embeds = torch.zeros(batch, length, 1)
+    position_ids = torch.arange(length).expand(batch, length)
+    if mm_token_type_ids is not None:
+        masks = Gemma4ForConditionalGeneration.create_masks_for_generate(
+            config, inputs_embeds, attention_mask, None, position_ids, mm_token_type_ids=mm_token_type_ids
+        )
+    else:
+        masks = create_masks_for_generate(text, inputs_embeds, attention_mask, None, position_ids)
+    return {name: expand_hf_mask(mask, batch, length, length) for name, mask in masks.items()}
+
+
+def hf_decode_visible_positions(
+    config: Any, attention_mask: torch.Tensor, *, attn_implementation: str
+) -> dict[str, torch.Tensor]:
+    """Which absolute positions HF lets the next token see, ``{layer_type: (B, P + 1) bool}``.
+
+    ``attention_mask`` is ``(B, P + 1)``: ``P`` cached tokens and the new one at position ``P``.
+    HF's cache is a ``DynamicCache`` filled with ``P`` placeholder keys per layer, so its sliding
+    layers keep only their last ``sliding_window - 1`` keys; each mask column is mapped back to its
+    absolute position through the cache's ``(kv_length, kv_offset)``.
+    """
+    config, text = _with_attn_implementation(config, attn_implementation)
+    batch, total = attention_mask.shape
+    past = total - 1
+    cache = DynamicCache(config=text)
+    for layer_idx, layer in enumerate(cache.layers):
+        if type(layer).__name__ == "DummyLayer":  # KV-shared layers hold no cache of their own
+            continue
+        head_dim = text.per_layer_config[layer_idx].head_dim
+        placeholder = torch.zeros(batch, 1, past, head_dim)
+        cache.update(placeholder, placeholder, layer_idx)
+    inputs_embeds = torch.zeros(batch, 1, 1)
+    position_ids = torch.full((batch, 1), past)
+    masks = create_masks_for_generate(text, inputs_embeds, attention_mask, cache, position_ids)
+
+    visible = {}
+    for name, mask in masks.items():
+        layer_idx = text.layer_types.index(name)
+        kv_length, kv_offset = cache.get_mask_sizes(1, layer_idx)
+        pattern = expand_hf_mask(mask, batch, 1, kv_length)[:, 0, 0, :]
+        absolute = torch.zeros(batch, total, dtype=torch.bool)
+        absolute[:, kv_offset : kv_offset + kv_length] = pattern
+        visible[name] = absolute
+    return visible
+
+
+def hf_rope(
+    config: Any, position_ids: torch.Tensor, *, dtype: torch.dtype = torch.float32
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """HF's ``Gemma4TextRotaryEmbedding`` output ``{layer_type: (cos, sin)}``, ``(B, S, head_dim)``."""
+    text = config.get_text_config()
+    rotary = Gemma4TextRotaryEmbedding(text)
+    probe = torch.zeros((), dtype=dtype)
+    position_ids = position_ids if position_ids.dim() == 2 else position_ids[None]
+    return {layer_type: rotary(probe, position_ids, layer_type) for layer_type in sorted(set(text.layer_types))}
