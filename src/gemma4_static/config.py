@@ -13,7 +13,6 @@ FULL_ATTENTION = "full_attention"
 SLIDING_ATTENTION = "sliding_attention"
 LAYER_TYPES = (FULL_ATTENTION, SLIDING_ATTENTION)
 ROPE_TYPES = ("default", "proportional")
-BIDIRECTIONAL_MODES = (None, "vision", "all")
 
 
 @dataclass(frozen=True)
@@ -84,12 +83,6 @@ def read_text_config(config: Any) -> TextConfigView:
     if unknown:
         raise ValueError(f"layer_types contains unsupported values {unknown}; expected only {list(LAYER_TYPES)}")
 
-    bidirectional = config.use_bidirectional_attention
-    if bidirectional not in BIDIRECTIONAL_MODES:
-        raise ValueError(
-            f"use_bidirectional_attention={bidirectional!r} is not supported; expected one of {BIDIRECTIONAL_MODES}"
-        )
-
     sliding_window = config.sliding_window
     if SLIDING_ATTENTION in layer_types and (not isinstance(sliding_window, int) or sliding_window < 1):
         raise ValueError(f"sliding_window must be an integer >= 1, got {sliding_window!r}")
@@ -100,7 +93,7 @@ def read_text_config(config: Any) -> TextConfigView:
         layer_types=layer_types,
         type_specs=type_specs,
         sliding_window=int(sliding_window),
-        use_bidirectional_attention=bidirectional,
+        use_bidirectional_attention=config.use_bidirectional_attention,
         num_attention_heads=int(config.num_attention_heads),
         kv_sharing_modes=tuple(config.kv_sharing_modes),
     )

@@ -1,0 +1,119 @@
+"""Session fixtures: Gemma 4 models built once per session (and per xdist worker), hypothesis
+profiles, the opt-in real checkpoint, and a terminal summary of builds and measured errors."""
+
+from __future__ import annotations
+
+import os
+
+# Offline always: set before transformers is imported anywhere in the test session.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+from collections import Counter  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+from gemma4_static.models import build_default_model, load_checkpoint  # noqa: E402
+
+# Hypothesis profiles, selectable with --hypothesis-profile=NAME.
+_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
+settings.register_profile("dev", max_examples=25, deadline=None, suppress_health_check=_SLOW_OK)
+settings.register_profile(
+    "ci", max_examples=60, derandomize=True, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK
+)
+settings.register_profile("fuzz", max_examples=5000, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+MODEL_PARAMS = ("tiny", "e2b-geometry", "checkpoint")
+CHECKPOINT_ENV = "GEMMA4_CHECKPOINT"
+
+_builds: Counter[str] = Counter()
+_measurements: list[str] = []
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--gemma4-checkpoint",
+        default=None,
+        metavar="PATH",
+        help=f"local folder of a real Gemma 4 checkpoint (default: ${CHECKPOINT_ENV}); tests on it are skipped without",
+    )
+
+
+def _build(name: str):
+    _builds[name] += 1
+    return build_default_model(name)
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    """The embedded multimodal tiny model, built once per session/worker."""
+    return _build("tiny")
+
+
+@pytest.fixture(scope="session")
+def e2b_model():
+    """The E2B-geometry text model, built once per session/worker."""
+    return _build("e2b-geometry")
+
+
+@pytest.fixture(scope="session")
+def checkpoint_model(pytestconfig: pytest.Config):
+    """A real checkpoint from local disk, or a skip that says how to provide one."""
+    path = pytestconfig.getoption("--gemma4-checkpoint") or os.environ.get(CHECKPOINT_ENV)
+    if not path:
+        pytest.skip(f"no real Gemma 4 checkpoint: pass --gemma4-checkpoint PATH or set {CHECKPOINT_ENV}")
+    if not Path(path).is_dir():
+        pytest.fail(f"--gemma4-checkpoint / {CHECKPOINT_ENV} points to {path!r}, which is not a folder")
+    _builds["checkpoint"] += 1
+    return load_checkpoint(path)
+
+
+@pytest.fixture(params=MODEL_PARAMS)
+def gemma4_model(request: pytest.FixtureRequest):
+    """Every model the suite checks: the two embedded ones and the opt-in checkpoint."""
+    fixture = {"tiny": "tiny_model", "e2b-geometry": "e2b_model", "checkpoint": "checkpoint_model"}[request.param]
+    return request.getfixturevalue(fixture)
+
+
+@pytest.fixture
+def report(request: pytest.FixtureRequest):
+    """``report(text)`` records a measured number for the terminal summary (and prints it)."""
+
+    def record(text: str) -> None:
+        line = f"{request.node.nodeid}: {text}"
+        _measurements.append(line)
+        print(line)
+
+    return record
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: hand the numbers to the controller
+        workeroutput["gemma4_builds"] = dict(_builds)
+        workeroutput["gemma4_measurements"] = list(_measurements)
+
+
+_worker_builds: dict[str, dict[str, int]] = {}
+
+
+def pytest_testnodedown(node, error) -> None:
+    output = getattr(node, "workeroutput", {})
+    _worker_builds[output.get("workerid", "?")] = output.get("gemma4_builds", {})
+    _measurements.extend(output.get("gemma4_measurements", []))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    write = terminalreporter.write_line
+    if _measurements:
+        terminalreporter.section("gemma4 parity measurements")
+        for line in sorted(_measurements):
+            write(line)
+    terminalreporter.section("gemma4 model builds")
+    per_process = _worker_builds or {"main": dict(_builds)}
+    for worker, builds in sorted(per_process.items()):
+        counts = ", ".join(f"{name}={count}" for name, count in sorted(builds.items())) or "none"
+        write(f"{worker}: {counts}")
