@@ -9,13 +9,13 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
-from collections import Counter  # noqa: E402
-from pathlib import Path  # noqa: E402
+from collections import Counter
+from pathlib import Path
 
-import pytest  # noqa: E402
-from hypothesis import HealthCheck, settings  # noqa: E402
+import pytest
+from hypothesis import HealthCheck, settings
 
-from gemma4_static.models import build_default_model, load_checkpoint  # noqa: E402
+from gemma4_static.models import build_default_model, load_checkpoint
 
 # Hypothesis profiles, selectable with --hypothesis-profile=NAME.
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]

@@ -56,13 +56,14 @@ WINDOW_ONE = small_text_config(sliding_window=1, layer_types=["sliding_attention
 WINDOW_HUGE = small_text_config(sliding_window=4096, layer_types=["sliding_attention", "full_attention"])
 
 
+CAUSAL_MODES = st.sampled_from([None, "vision"])
+
+
 @st.composite
-def text_configs(draw, *, bidirectional=st.sampled_from([None, "vision"])) -> Gemma4TextConfig:
+def text_configs(draw, *, bidirectional=CAUSAL_MODES) -> Gemma4TextConfig:
     """A small Gemma 4 text config: random window, head dims and layer pattern (ending in full)."""
     num_layers = draw(st.integers(1, 6))
-    layer_types = [
-        draw(st.sampled_from(["sliding_attention", "full_attention"])) for _ in range(num_layers - 1)
-    ]
+    layer_types = [draw(st.sampled_from(["sliding_attention", "full_attention"])) for _ in range(num_layers - 1)]
     return small_text_config(
         sliding_window=draw(st.integers(1, 40)),
         layer_types=[*layer_types, "full_attention"],

@@ -54,8 +54,14 @@ def mask_fill_value(mask_value: float | None, dtype: torch.dtype) -> float:
 def position_ids_2d(position_ids: Any, name: str = "position_ids") -> torch.Tensor:
     """Return integer positions as ``(B, S)``; a ``(S,)`` tensor becomes ``(1, S)``."""
     if not isinstance(position_ids, torch.Tensor):
-        raise TypeError(f"{name} must be an integer torch.Tensor of shape (B, S) or (S,), got {type(position_ids).__name__}")
-    if position_ids.dtype.is_floating_point or position_ids.dtype in (torch.bool, torch.complex64, torch.complex128):
+        raise TypeError(
+            f"{name} must be an integer torch.Tensor of shape (B, S) or (S,), got {type(position_ids).__name__}"
+        )
+    if position_ids.dtype.is_floating_point or position_ids.dtype in (
+        torch.bool,
+        torch.complex64,
+        torch.complex128,
+    ):
         raise TypeError(f"{name} must hold integers, got dtype {position_ids.dtype}")
     if position_ids.dim() == 1:
         position_ids = position_ids.unsqueeze(0)

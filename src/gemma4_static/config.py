@@ -55,7 +55,9 @@ class TextConfigView:
         for name, spec in self.type_specs:
             if name == layer_type:
                 return spec
-        raise ValueError(f"layer_type={layer_type!r} is not used by this model; expected one of {self.unique_layer_types}")
+        raise ValueError(
+            f"layer_type={layer_type!r} is not used by this model; expected one of {self.unique_layer_types}"
+        )
 
     @property
     def unique_layer_types(self) -> tuple[str, ...]:
@@ -74,9 +76,7 @@ def read_text_config(config: Any) -> TextConfigView:
     if hasattr(config, "get_text_config") and not hasattr(config, "layer_types"):
         config = config.get_text_config()
     if not hasattr(config, "layer_types") or not hasattr(config, "per_layer_config"):
-        raise TypeError(
-            f"text_config must be a Gemma4TextConfig or Gemma4Config, got {type(config).__name__}"
-        )
+        raise TypeError(f"text_config must be a Gemma4TextConfig or Gemma4Config, got {type(config).__name__}")
 
     layer_types = tuple(config.layer_types)
     unknown = sorted({t for t in layer_types if t not in LAYER_TYPES})

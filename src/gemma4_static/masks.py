@@ -6,10 +6,11 @@ discarded downstream), exactly as HF's ``masking_utils`` does. Boolean masks use
 allowed; additive masks use ``0.0`` = allowed and ``mask_value`` (default
 ``torch.finfo(dtype).min``) = forbidden.
 
-| layer type          | causal model (``None``/``"vision"``)                  | ``"all"`` (bidirectional) |
-| ------------------- | ----------------------------------------------------- | ------------------------- |
-| ``full_attention``  | ``k <= q``                                            | every key                 |
-| ``sliding_attention`` | ``k <= q and k > q - window`` (``"vision"``: ``k > q - window and (k <= q or same vision block)``) | ``abs(q - k) <= window`` |
+Rules per layer type:
+
+- ``full_attention``: ``k <= q`` (``"all"``: every key).
+- ``sliding_attention``: ``k <= q and k > q - window``; with ``"vision"`` and token types given,
+  ``k > q - window and (k <= q or same vision block)``; with ``"all"``: ``abs(q - k) <= window``.
 """
 
 from __future__ import annotations
@@ -128,7 +129,9 @@ def build_decode_bool_masks(
     }
 
 
-def to_additive(mask: torch.Tensor, *, dtype: torch.dtype = torch.float32, mask_value: float | None = None) -> torch.Tensor:
+def to_additive(
+    mask: torch.Tensor, *, dtype: torch.dtype = torch.float32, mask_value: float | None = None
+) -> torch.Tensor:
     """Boolean mask (``True`` = allowed) to additive: ``0.0`` allowed, ``mask_value`` forbidden."""
     dtype = floating_dtype(dtype)
     fill = mask_fill_value(mask_value, dtype)
@@ -197,6 +200,7 @@ def _decode_positions(position: Any, valid: torch.Tensor) -> torch.Tensor:
     if not own_slot.all():
         rows = (~own_slot).nonzero().flatten().tolist()
         raise ValueError(
-            f"attention_mask must mark the new token's slot as valid: rows {rows} have attention_mask[row, position] False"
+            "attention_mask must mark the new token's slot as valid: "
+            f"rows {rows} have attention_mask[row, position] False"
         )
     return positions

@@ -152,9 +152,7 @@ def test_vision_blocks_are_bidirectional_inside_the_window(config, valid, data):
     sliding = masks["sliding_attention"][:, 0]
     q, k = _grid(valid.shape[1])
     assert not (sliding & (k <= q - window)).any()
-    assert not (
-        sliding & ~plain["sliding_attention"][:, 0] & (types[:, :, None] == 0)
-    ).any()  # text rows unchanged
+    assert not (sliding & ~plain["sliding_attention"][:, 0] & (types[:, :, None] == 0)).any()  # text rows unchanged
     assert (sliding | ~plain["sliding_attention"][:, 0]).all()  # only adds to the causal pattern
     blocks = vision_block_ids(types)
     same_block = (blocks[:, :, None] == blocks[:, None, :]) & (blocks[:, :, None] >= 0)

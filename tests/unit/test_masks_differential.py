@@ -29,9 +29,7 @@ def test_vision_prefill_masks_equal_hf(config, valid, attn_implementation, data)
     composite = tiny_config()
     composite.text_config = config
     ours = build_prefill_bool_masks(config, valid, mm_token_type_ids=types)
-    theirs = hf_prefill_bool_masks(
-        composite, valid, attn_implementation=attn_implementation, mm_token_type_ids=types
-    )
+    theirs = hf_prefill_bool_masks(composite, valid, attn_implementation=attn_implementation, mm_token_type_ids=types)
     for name in ours:
         assert torch.equal(ours[name], theirs[name]), name
 

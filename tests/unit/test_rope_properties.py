@@ -37,9 +37,7 @@ def test_non_rotated_pairs_are_exactly_one_and_zero(config, pos):
     for name, (cos, sin) in build_rope(config, torch.tensor(pos)).items():
         spec = view.spec(name).rope
         half = spec.head_dim // 2
-        rotated = (
-            half if spec.rope_type == "default" else int(spec.partial_rotary_factor * spec.head_dim // 2)
-        )
+        rotated = half if spec.rope_type == "default" else int(spec.partial_rotary_factor * spec.head_dim // 2)
         still = torch.cat((torch.arange(rotated, half), torch.arange(half + rotated, 2 * half)))
         assert torch.equal(inverse_frequencies(spec)[rotated:], torch.zeros(half - rotated))
         assert (cos[..., still] == 1.0).all()
