@@ -138,6 +138,14 @@ def to_additive(
     return torch.where(mask, torch.zeros((), dtype=dtype), torch.tensor(fill, dtype=dtype))
 
 
+@lru_cache(maxsize=16)
+def _square_rule_additive(
+    view: TextConfigView, layer_type: str, size: int, dtype: torch.dtype, fill: float
+) -> torch.Tensor:
+    """Additive form of :func:`_square_rule`, built once per dtype and fill value."""
+    return to_additive(_square_rule(view, layer_type, size), dtype=dtype, mask_value=fill)
+
+
 def build_prefill_masks(
     text_config: Any,
     attention_mask: torch.Tensor,
@@ -146,11 +154,25 @@ def build_prefill_masks(
     mask_value: float | None = None,
     mm_token_type_ids: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Additive prefill masks ``{layer_type: (B, 1, S, S)}`` (see :func:`build_prefill_bool_masks`)."""
-    floating_dtype(dtype)
-    mask_fill_value(mask_value, dtype)
-    masks = build_prefill_bool_masks(text_config, attention_mask, mm_token_type_ids=mm_token_type_ids)
-    return {name: to_additive(mask, dtype=dtype, mask_value=mask_value) for name, mask in masks.items()}
+    """Additive prefill masks ``{layer_type: (B, 1, S, S)}`` (see :func:`build_prefill_bool_masks`).
+
+    Without a vision overlay each mask is one pass over a cached additive rule table:
+    ``minimum(rule, key_padding)`` equals ``0.0`` exactly where both allow.
+    """
+    view = read_text_config(text_config)
+    fill = mask_fill_value(mask_value, floating_dtype(dtype))
+    valid = valid_token_mask(attention_mask)
+    if mm_token_type_ids is not None and view.use_bidirectional_attention == "vision":
+        masks = build_prefill_bool_masks(view, valid, mm_token_type_ids=mm_token_type_ids)
+        return {name: to_additive(mask, dtype=dtype, mask_value=fill) for name, mask in masks.items()}
+    if mm_token_type_ids is not None:
+        _check_token_types(mm_token_type_ids, valid)  # unused without the vision overlay, as in HF
+    key_padding = to_additive(valid, dtype=dtype, mask_value=fill)[:, None, None, :]
+    size = valid.shape[1]
+    return {
+        name: torch.minimum(_square_rule_additive(view, name, size, dtype, fill), key_padding)
+        for name in view.unique_layer_types
+    }
 
 
 def build_decode_masks(

@@ -58,7 +58,9 @@ class RopeTable:
             raise ValueError(
                 f"position_ids reach {int(position_ids.max())}, beyond this table's {self.length} positions"
             )
-        return self.cos[position_ids].to(dtype), self.sin[position_ids].to(dtype)
+        cos = torch.nn.functional.embedding(position_ids, self.cos)  # a row gather, much faster than indexing
+        sin = torch.nn.functional.embedding(position_ids, self.sin)
+        return cos.to(dtype), sin.to(dtype)
 
 
 class RopeTables:

@@ -1,0 +1,69 @@
+"""Prefill masks + RoPE for the E2B geometry: gemma4-static vs HF, side by side in one run.
+
+HF side: ``create_masks_for_generate`` under eager attention (materialised additive masks) plus
+``Gemma4TextRotaryEmbedding`` for each layer type. Ours: ``build_prefill_masks`` + ``build_rope``
+after a first call (cached tables reused). Calls alternate between the two; prints the median
+time of each and the ratio ours/HF.
+
+    python benchmarks/bench_masks_rope.py [--lengths 2048 4096] [--repeats 25]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+from transformers.masking_utils import create_masks_for_generate
+from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
+
+from gemma4_static import build_prefill_masks, build_rope
+from gemma4_static.models import e2b_geometry_config
+
+
+def _interleaved_medians(ours, hf, repeats: int) -> tuple[float, float]:
+    """Median seconds of each, alternating calls so both see the same machine load."""
+    ours(), hf()  # first call builds the cached tables (ours) and warms allocators (both)
+    ours_times, hf_times = [], []
+    for _ in range(repeats):
+        for fn, times in ((ours, ours_times), (hf, hf_times)):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+    return statistics.median(ours_times), statistics.median(hf_times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[2048, 4096])
+    parser.add_argument("--repeats", type=int, default=25)
+    args = parser.parse_args()
+
+    config = e2b_geometry_config()
+    config._attn_implementation = "eager"
+    rotary = Gemma4TextRotaryEmbedding(config)
+    layer_types = sorted(set(config.layer_types))
+    print(f"E2B geometry, batch 1, prompt = 3/4 of max_seq (right padding), torch {torch.__version__}")
+    print(f"{'max_seq':>8} {'ours ms':>9} {'HF ms':>9} {'ours/HF':>8}")
+    for length in args.lengths:
+        valid = torch.zeros(1, length, dtype=torch.bool)
+        valid[:, : 3 * length // 4] = True
+        positions = torch.arange(length)[None]
+        embeds = torch.zeros(1, length, 1)
+
+        def ours(valid=valid, positions=positions):
+            build_prefill_masks(config, valid)
+            build_rope(config, positions)
+
+        def hf(valid=valid, positions=positions, embeds=embeds):
+            create_masks_for_generate(config, embeds, valid, None, positions)
+            for layer_type in layer_types:
+                rotary(embeds, positions, layer_type)
+
+        ours_s, hf_s = _interleaved_medians(ours, hf, args.repeats)
+        print(f"{length:>8} {ours_s * 1e3:>9.2f} {hf_s * 1e3:>9.2f} {ours_s / hf_s:>8.3f}")
+
+
+if __name__ == "__main__":
+    main()
