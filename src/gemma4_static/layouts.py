@@ -1,4 +1,4 @@
-"""Padding layouts and sizes shared by the parity tests."""
+"""Padding layouts and sequence lengths exercised by the verification flow and the parity tests."""
 
 from __future__ import annotations
 

@@ -1,0 +1,83 @@
+"""The verify command end to end: exit codes, the JSON report, a corrupted stage, bad arguments."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from gemma4_static import __main__ as cli
+from gemma4_static import models, verify
+from gemma4_static.rope import build_rope
+
+
+@pytest.fixture(autouse=True)
+def _reuse_session_model(monkeypatch, tiny_model):
+    """The command builds its model by name; in-process it gets the session's tiny model instead."""
+
+    def build(name, **_):
+        assert name == "tiny"
+        return tiny_model
+
+    monkeypatch.setattr(models, "build_default_model", build)
+
+
+def test_verify_passes_on_the_default_model_and_writes_json(tmp_path, capsys):
+    report_path = tmp_path / "report.json"
+    assert cli.main(["verify", "--json", str(report_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "FAIL" not in printed
+    report = json.loads(report_path.read_text())
+    assert report["model"] == "tiny" and report["passed"] is True
+    stages = {row["stage"] for row in report["rows"]}
+    assert stages == {"RoPE", "masks prefill", "masks decode", "masks vision"}
+    for row in report["rows"]:
+        assert set(row) == {"stage", "check", "metric", "value", "tolerance", "status"}
+        assert row["status"] == "PASS" and row["value"] <= row["tolerance"]
+
+
+def test_rope_off_by_one_position_fails_its_rows(monkeypatch, capsys, tmp_path):
+    def shifted(config, position_ids, *, dtype=torch.float32):
+        return build_rope(config, position_ids + 1, dtype=dtype)
+
+    monkeypatch.setattr(verify, "build_rope", shifted)
+    report_path = tmp_path / "report.json"
+    assert cli.main(["verify", "--json", str(report_path)]) == 1
+    rows = json.loads(report_path.read_text())["rows"]
+    failed = {row["stage"] for row in rows if row["status"] == "FAIL"}
+    assert failed == {"RoPE"}
+    assert "FAIL  RoPE" in capsys.readouterr().out
+
+
+def test_missing_checkpoint_is_a_clear_error(tmp_path, capsys):
+    missing = tmp_path / "no-such-checkpoint"
+    assert cli.main(["verify", "--checkpoint", str(missing)]) == 2
+    assert f"checkpoint path {str(missing)!r} is not a folder with a config.json" in capsys.readouterr().err
+
+
+def test_non_gemma4_checkpoint_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    assert cli.main(["verify", "--checkpoint", str(tmp_path)]) == 2
+    assert "has model_type='llama'; expected a Gemma 4" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [[], ["verify", "--config", "e4b"]])
+def test_bad_arguments_exit_with_usage(argv):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+
+
+def test_console_entry_point_runs_as_a_module():
+    result = subprocess.run(
+        [sys.executable, "-m", "gemma4_static", "verify", "--config", "e2b-geometry"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 failed" in result.stdout
