@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from gemma4_static import build_decode_bool_masks, build_prefill_bool_masks, read_text_config
-from gemma4_static.reference import ATTN_IMPLEMENTATIONS, hf_decode_visible_positions, hf_prefill_bool_masks
 from gemma4_static.layouts import LENGTHS, PADDINGS, sequence_length, valid_mask
+from gemma4_static.reference import ATTN_IMPLEMENTATIONS, hf_decode_visible_positions, hf_prefill_bool_masks
 
 implementations = pytest.mark.parametrize("attn_implementation", ATTN_IMPLEMENTATIONS)
 
