@@ -102,7 +102,7 @@ _worker_builds: dict[str, dict[str, int]] = {}
 
 def pytest_testnodedown(node, error) -> None:
     output = getattr(node, "workeroutput", {})
-    _worker_builds[output.get("workerid", "?")] = output.get("gemma4_builds", {})
+    _worker_builds[node.workerinput["workerid"]] = output.get("gemma4_builds", {})
     _measurements.extend(output.get("gemma4_measurements", []))
 
 
