@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import HealthCheck, settings
 
 from gemma4_static.models import build_default_model, load_checkpoint
@@ -76,6 +77,13 @@ def gemma4_model(request: pytest.FixtureRequest):
     """Every model the suite checks: the two embedded ones and the opt-in checkpoint."""
     fixture = {"tiny": "tiny_model", "e2b-geometry": "e2b_model", "checkpoint": "checkpoint_model"}[request.param]
     return request.getfixturevalue(fixture)
+
+
+@pytest.fixture(autouse=True)
+def _inference_only():
+    """The suite never trains: HF oracles run without autograd, like the runtime."""
+    with torch.no_grad():
+        yield
 
 
 @pytest.fixture

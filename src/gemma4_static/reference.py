@@ -118,3 +118,23 @@ def hf_rope(
     probe = torch.zeros((), dtype=dtype)
     position_ids = position_ids if position_ids.dim() == 2 else position_ids[None]
     return {layer_type: rotary(probe, position_ids, layer_type) for layer_type in sorted(set(text.layer_types))}
+
+
+@torch.no_grad()
+def hf_prefill(model: Any, prompt: Any) -> Any:
+    """HF's forward on a :class:`~gemma4_static.samples.Prompt`: logits, every hidden state and the
+    filled ``DynamicCache`` (``output.cache``), with ``mm_token_type_ids`` when the prompt has an image."""
+    kwargs = {}
+    if prompt.pixel_values is not None:
+        kwargs = {
+            "pixel_values": prompt.pixel_values,
+            "image_position_ids": prompt.image_position_ids,
+            "mm_token_type_ids": prompt.mm_token_type_ids,
+        }
+    return model(
+        input_ids=prompt.input_ids,
+        attention_mask=prompt.attention_mask,
+        output_hidden_states=True,
+        use_cache=True,
+        **kwargs,
+    )

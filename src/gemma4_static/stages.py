@@ -126,7 +126,7 @@ class DecoderLayer(nn.Module):
     additive, shared_kv)`` returns ``(hidden (B, S, H), key, value (B, kv_heads, K, D))``. A layer
     that produces K/V computes them from ``hidden`` (``K = S``, ``shared_kv`` ignored); a layer
     that reuses K/V takes ``shared_kv = (key, value)`` and returns them unchanged. Attention uses
-    ``scaling = 1.0`` (q and k are RMS-normed) and the softmax in fp32, as HF's eager path.
+    ``scaling = 1.0`` (q and k are RMS-normed).
     """
 
     def __init__(self, layer: nn.Module, *, reuses_kv: bool, eps: float) -> None:
@@ -161,13 +161,9 @@ class DecoderLayer(nn.Module):
         return key.transpose(1, 2), value.transpose(1, 2)
 
     def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Grouped-query attention: ``query (B, heads, S, D)`` over ``key``/``value`` ``(B, kv_heads, K, D)``."""
-        groups = query.shape[1] // key.shape[1]
-        key = key.repeat_interleave(groups, dim=1)
-        value = value.repeat_interleave(groups, dim=1)
-        scores = query @ key.transpose(2, 3) + mask
-        weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-        return weights @ value
+        """Grouped-query attention of ``query (B, heads, S, D)`` over ``key``/``value`` ``(B, kv_heads, K, D)``
+        with the additive ``mask (B, 1, S, K)`` and ``scaling = 1.0``, through torch's fused SDPA kernel."""
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=1.0, enable_gqa=True)
 
     def forward(
         self,

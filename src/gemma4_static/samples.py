@@ -1,0 +1,108 @@
+"""Sample prompts built offline for the verification flow and the parity tests: seeded random text
+ids and real image-processor outputs for synthetic images, with the image placeholder expansion
+HF's processor performs (``boi``, ``num_soft_tokens`` image tokens, ``eoi``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from PIL import Image
+from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
+
+BOS_TOKEN_ID = 2
+_SPECIAL_ID_FIELDS = (
+    "image_token_id",
+    "boi_token_id",
+    "eoi_token_id",
+    "audio_token_id",
+    "video_token_id",
+    "boa_token_id",
+    "eoa_token_index",
+)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A right-padded batch as a processor returns it (``(B, S)`` ids and 0/1 mask), optionally with
+    one image per row whose placeholders fill ``[visual_start_idx, visual_start_idx + num_visual_tokens)``."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    pixel_values: torch.Tensor | None = None
+    image_position_ids: torch.Tensor | None = None
+    visual_start_idx: int | None = None
+    num_visual_tokens: int | None = None
+
+    @property
+    def mm_token_type_ids(self) -> torch.Tensor:
+        """``1`` on image placeholders, as HF's processor returns it."""
+        types = torch.zeros_like(self.input_ids)
+        if self.visual_start_idx is not None:
+            types[:, self.visual_start_idx : self.visual_start_idx + self.num_visual_tokens] = 1
+        return types
+
+    @property
+    def last_index(self) -> torch.Tensor:
+        """``(B,)`` index of each row's last valid token."""
+        return self.attention_mask.sum(dim=1) - 1
+
+
+def _text_ids(config, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    vocab_size = config.get_text_config().vocab_size
+    ids = torch.randint(3, vocab_size, shape, generator=generator)
+    for field in _SPECIAL_ID_FIELDS:
+        special = getattr(config, field, None)
+        if special is not None:
+            ids[ids == special] = 3
+    return ids
+
+
+def text_prompt(config, lengths: list[int], *, seed: int = 0) -> Prompt:
+    """Rows of the given lengths, right-padded (pad id 0) to the longest; each starts with BOS."""
+    generator = torch.Generator().manual_seed(seed)
+    longest = max(lengths)
+    ids = _text_ids(config, (len(lengths), longest), generator)
+    ids[:, 0] = BOS_TOKEN_ID
+    mask = (torch.arange(longest)[None, :] < torch.tensor(lengths)[:, None]).long()
+    return Prompt(input_ids=torch.where(mask.bool(), ids, 0), attention_mask=mask)
+
+
+def image_processor_for(config) -> Gemma4ImageProcessorPil:
+    """HF's Gemma 4 PIL image processor set up for ``config``'s vision tower (smallest budget)."""
+    vision = config.vision_config
+    return Gemma4ImageProcessorPil(
+        patch_size=vision.patch_size, pooling_kernel_size=vision.pooling_kernel_size, max_soft_tokens=70
+    )
+
+
+def image_prompt(config, text_after: list[int], *, text_before: int = 2, seed: int = 0) -> Prompt:
+    """One synthetic square image per row after ``text_before`` text tokens, then ``text_after[b]``
+    text tokens for row ``b`` (so rows are ragged), right-padded."""
+    rng = np.random.default_rng(seed)
+    images = [Image.fromarray(rng.integers(0, 256, (48, 48, 3), dtype=np.uint8)) for _ in text_after]
+    processed = image_processor_for(config)(images, return_tensors="pt")
+    soft_tokens = int(processed["num_soft_tokens_per_image"][0])
+    start = text_before + 1  # BOS/text, then boi
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for after in text_after:
+        before = _text_ids(config, (text_before,), generator)
+        before[0] = BOS_TOKEN_ID
+        image = torch.tensor([config.boi_token_id] + [config.image_token_id] * soft_tokens + [config.eoi_token_id])
+        rows.append(torch.cat((before, image, _text_ids(config, (after,), generator))))
+    longest = max(len(row) for row in rows)
+    ids = torch.zeros(len(rows), longest, dtype=torch.long)
+    mask = torch.zeros(len(rows), longest, dtype=torch.long)
+    for index, row in enumerate(rows):
+        ids[index, : len(row)] = row
+        mask[index, : len(row)] = 1
+    return Prompt(
+        input_ids=ids,
+        attention_mask=mask,
+        pixel_values=processed["pixel_values"],
+        image_position_ids=processed["image_position_ids"],
+        visual_start_idx=start,
+        num_visual_tokens=soft_tokens,
+    )
