@@ -11,27 +11,14 @@ time of each and the ratio ours/HF.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
+from timing import interleaved_medians
 from transformers.masking_utils import create_masks_for_generate
 from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
 
 from gemma4_static import build_prefill_masks, build_rope
 from gemma4_static.models import e2b_geometry_config
-
-
-def _interleaved_medians(ours, hf, repeats: int) -> tuple[float, float]:
-    """Median seconds of each, alternating calls so both see the same machine load."""
-    ours(), hf()  # first call builds the cached tables (ours) and warms allocators (both)
-    ours_times, hf_times = [], []
-    for _ in range(repeats):
-        for fn, times in ((ours, ours_times), (hf, hf_times)):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-    return statistics.median(ours_times), statistics.median(hf_times)
 
 
 def main() -> None:
@@ -61,7 +48,7 @@ def main() -> None:
             for layer_type in layer_types:
                 rotary(embeds, positions, layer_type)
 
-        ours_s, hf_s = _interleaved_medians(ours, hf, args.repeats)
+        ours_s, hf_s = interleaved_medians(ours, hf, args.repeats)
         print(f"{length:>8} {ours_s * 1e3:>9.2f} {hf_s * 1e3:>9.2f} {ours_s / hf_s:>8.3f}")
 
 

@@ -1,0 +1,166 @@
+"""Bad input to the static prefill fails with a clear error, not a wrong answer."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from transformers import Gemma4ForCausalLM
+
+from gemma4_static.inputs import StaticLayout
+from gemma4_static.runtime import StaticGemma4Runtime
+from gemma4_static.samples import image_prompt, text_prompt
+
+
+@pytest.fixture(scope="module")
+def text_runtime(tiny_model):
+    return StaticGemma4Runtime(tiny_model, max_seq=16, batch_size=2)
+
+
+@pytest.fixture(scope="module")
+def image_setup(tiny_model):
+    prompt = image_prompt(tiny_model.config, text_after=[3, 2])
+    runtime = StaticGemma4Runtime(
+        tiny_model,
+        max_seq=prompt.input_ids.shape[1] + 2,
+        batch_size=2,
+        visual_start_idx=prompt.visual_start_idx,
+        num_visual_tokens=prompt.num_visual_tokens,
+    )
+    return prompt, runtime
+
+
+def test_prompt_longer_than_max_seq(text_runtime, tiny_model):
+    prompt = text_prompt(tiny_model.config, [17, 3])
+    with pytest.raises(ValueError, match=r"prompt length 17 is longer than max_seq=16"):
+        text_runtime.prefill(prompt.input_ids, prompt.attention_mask)
+
+
+@pytest.mark.parametrize(
+    "mask", [[[0, 1, 1, 1], [1, 1, 1, 1]], [[1, 1, 1, 1], [1, 0, 1, 1]]], ids=["left padding", "hole"]
+)
+def test_left_padding_and_holes_are_rejected(text_runtime, mask):
+    ids = torch.full((2, 4), 7)
+    with pytest.raises(ValueError, match=r"attention_mask rows \[\d\] have left padding or holes"):
+        text_runtime.prefill(ids, torch.tensor(mask))
+
+
+def test_batch_size_must_match_the_layout(text_runtime):
+    with pytest.raises(ValueError, match=r"input_ids has batch size 3, but the layout's batch_size is 2"):
+        text_runtime.prefill(torch.full((3, 4), 7))
+
+
+def test_ids_outside_the_vocabulary(text_runtime):
+    ids = torch.full((2, 4), 7)
+    ids[1, 2] = 100_000
+    with pytest.raises(ValueError, match=r"ids outside the vocabulary \[0, 512\): \[100000\]"):
+        text_runtime.prefill(ids)
+
+
+def test_empty_row_and_float_ids(text_runtime):
+    with pytest.raises(ValueError, match=r"attention_mask rows \[1\] have no valid token"):
+        text_runtime.prefill(torch.full((2, 4), 7), torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0]]))
+    with pytest.raises(TypeError, match=r"input_ids must be an int64/int32 torch.Tensor"):
+        text_runtime.prefill(torch.full((2, 4), 7.0))
+
+
+def test_image_placeholders_without_an_image_slot(text_runtime, tiny_model):
+    ids = torch.full((2, 6), 7)
+    ids[:, 2] = tiny_model.config.image_token_id
+    with pytest.raises(ValueError, match=r"hold 2 image placeholder tokens, but the layout has no image slot"):
+        text_runtime.prefill(ids)
+
+
+def test_image_token_count_must_match_the_slot(image_setup):
+    prompt, runtime = image_setup
+    ids = prompt.input_ids.clone()
+    ids[1, prompt.visual_start_idx] = 7  # one placeholder fewer in row 1
+    with pytest.raises(ValueError, match=rf"row 1 holds {prompt.num_visual_tokens - 1} image placeholder tokens"):
+        runtime.prefill(ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
+
+
+def test_image_slot_start_must_match(image_setup):
+    prompt, runtime = image_setup
+    ids = prompt.input_ids.clone()
+    start, count = prompt.visual_start_idx, prompt.num_visual_tokens
+    ids[0, start : start + count + 1] = torch.cat((torch.tensor([7]), ids[0, start : start + count]))
+    with pytest.raises(ValueError, match=rf"row 0's image placeholders sit at {start + 1}\.\.{start + count}"):
+        runtime.prefill(ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
+
+
+def test_image_slot_needs_pixel_values(image_setup):
+    prompt, runtime = image_setup
+    with pytest.raises(ValueError, match=r"pixel_values and image_position_ids are required"):
+        runtime.prefill(prompt.input_ids, prompt.attention_mask)
+
+
+def test_image_must_give_the_slot_size(image_setup, tiny_model):
+    prompt, _ = image_setup
+    runtime = StaticGemma4Runtime(
+        tiny_model, max_seq=90, batch_size=2, visual_start_idx=3, num_visual_tokens=prompt.num_visual_tokens - 4
+    )
+    ids = torch.full((2, 80), 7)
+    ids[:, 3 : 3 + prompt.num_visual_tokens - 4] = tiny_model.config.image_token_id
+    with pytest.raises(ValueError, match=r"the images give \[\d+, \d+\] soft tokens, but the layout's num_visual"):
+        runtime.prefill(ids, None, prompt.pixel_values, prompt.image_position_ids)
+
+
+def test_pixel_values_for_a_text_only_model(e2b_model, image_setup):
+    prompt, _ = image_setup
+    runtime = StaticGemma4Runtime(e2b_model, max_seq=8)
+    with pytest.raises(ValueError, match=r"pixel_values given, but this model has no vision tower"):
+        runtime.prefill(torch.full((1, 4), 7), None, prompt.pixel_values[:1], prompt.image_position_ids[:1])
+    with pytest.raises(ValueError, match=r"an image slot .* needs a model with a vision tower"):
+        StaticGemma4Runtime(e2b_model, max_seq=8, visual_start_idx=1, num_visual_tokens=2)
+
+
+def test_pixel_values_without_an_image_slot(text_runtime, image_setup):
+    prompt, _ = image_setup
+    with pytest.raises(ValueError, match=r"pixel_values given, but the layout has no image slot"):
+        text_runtime.prefill(torch.full((2, 4), 7), None, prompt.pixel_values, prompt.image_position_ids)
+
+
+def test_a_model_that_is_not_gemma4():
+    with pytest.raises(
+        TypeError, match=r"model must be a Gemma4ForConditionalGeneration or Gemma4ForCausalLM, got Linear"
+    ):
+        StaticGemma4Runtime(torch.nn.Linear(2, 2), max_seq=8)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"enable_moe_block": True, "num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 8},
+            "mixture-of-experts",
+        ),
+        ({"hidden_size_per_layer_input": 0}, "models without per-layer embeddings"),
+    ],
+)
+def test_unsupported_gemma4_variants_are_named(e2b_model, changes, message):
+    config = copy.deepcopy(e2b_model.config)
+    config.num_hidden_layers, config.layer_types, config.num_kv_shared_layers = (
+        2,
+        ["sliding_attention", "full_attention"],
+        0,
+    )
+    for name, value in changes.items():
+        setattr(config, name, value)
+    with pytest.raises(ValueError, match=rf"this Gemma 4 variant is not supported yet: .*{message}"):
+        StaticGemma4Runtime(Gemma4ForCausalLM(config), max_seq=8)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_seq": 0}, r"max_seq must be a positive int, got 0"),
+        ({"max_seq": 8, "batch_size": 0}, r"batch_size must be a positive int, got 0"),
+        ({"max_seq": 8, "visual_start_idx": 2}, r"visual_start_idx and num_visual_tokens must be given together"),
+        ({"max_seq": 8, "visual_start_idx": 6, "num_visual_tokens": 4}, r"the image slot \[6, 10\) does not fit"),
+        ({"max_seq": 8, "visual_start_idx": -1, "num_visual_tokens": 4}, r"visual_start_idx must be an int >= 0"),
+    ],
+)
+def test_bad_layouts(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        StaticLayout(**kwargs)
