@@ -2,6 +2,8 @@
 
 from .config import FULL_ATTENTION, SLIDING_ATTENTION, TextConfigView, read_text_config
 from .masks import (
+    build_chunk_bool_masks,
+    build_chunk_masks,
     build_decode_bool_masks,
     build_decode_masks,
     build_prefill_bool_masks,
@@ -15,6 +17,8 @@ __all__ = [
     "SLIDING_ATTENTION",
     "RopeTables",
     "TextConfigView",
+    "build_chunk_bool_masks",
+    "build_chunk_masks",
     "build_decode_bool_masks",
     "build_decode_masks",
     "build_prefill_bool_masks",

@@ -68,10 +68,10 @@ def vision_block_ids(mm_token_type_ids: torch.Tensor) -> torch.Tensor:
     return torch.where(is_vision, starts.long().cumsum(dim=1) - 1, -1)
 
 
-def same_vision_block(block_ids: torch.Tensor) -> torch.Tensor:
-    """``(B, S, S)``: query and key lie in the same vision block."""
-    q_block = block_ids[:, :, None]
-    return (q_block == block_ids[:, None, :]) & (q_block >= 0)
+def same_vision_block(query_blocks: torch.Tensor, key_blocks: torch.Tensor) -> torch.Tensor:
+    """``(B, Q, K)``: the query (block ids ``(B, Q)``) and key (``(B, K)``) lie in the same vision block."""
+    q_block = query_blocks[:, :, None]
+    return (q_block == key_blocks[:, None, :]) & (q_block >= 0)
 
 
 def build_prefill_bool_masks(
@@ -88,20 +88,46 @@ def build_prefill_bool_masks(
     view = read_text_config(text_config)
     valid = valid_token_mask(attention_mask)
     size = valid.shape[1]
-    key_valid = valid[:, None, None, :]
+    if mm_token_type_ids is not None and view.use_bidirectional_attention == "vision":
+        positions = torch.arange(size).expand(valid.shape[0], size)
+        return build_chunk_bool_masks(view, valid, positions, mm_token_type_ids=mm_token_type_ids)
+    if mm_token_type_ids is not None:
+        _check_token_types(mm_token_type_ids, valid)  # unused without the vision overlay, as in HF
+    return {
+        layer_type: _square_rule(view, layer_type, size) & valid[:, None, None, :]
+        for layer_type in view.unique_layer_types
+    }
+
+
+def build_chunk_bool_masks(
+    text_config: Any,
+    attention_mask: torch.Tensor,
+    positions: torch.Tensor,
+    *,
+    mm_token_type_ids: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
+    """Boolean masks ``{layer_type: (B, 1, C, max_seq)}`` for a chunk of queries over a static cache.
+
+    ``positions`` ``(B, C)`` are the queries' absolute positions (= cache slots); ``attention_mask``
+    ``(B, max_seq)`` marks the valid slots after the chunk was written. Padding is masked on keys
+    only. ``mm_token_type_ids`` ``(B, max_seq)`` adds the vision-block overlay as in prefill.
+    """
+    view = read_text_config(text_config)
+    valid = valid_token_mask(attention_mask)
+    positions = _query_positions(positions, valid)
+    slots = torch.arange(valid.shape[1])
+    q, k = positions[:, :, None], slots[None, None, :]
     blocks = None
     if mm_token_type_ids is not None:
         blocks = vision_block_ids(_check_token_types(mm_token_type_ids, valid))
-
     masks = {}
     for layer_type in view.unique_layer_types:
         if blocks is not None and view.use_bidirectional_attention == "vision" and layer_type != FULL_ATTENTION:
-            positions = torch.arange(size)
-            q, k = positions[:, None], positions[None, :]
-            rule = within_window(q, k, view.sliding_window) & (causal(q, k) | same_vision_block(blocks))
-            masks[layer_type] = rule[:, None] & key_valid
+            same_block = same_vision_block(blocks.gather(1, positions), blocks)
+            rule = within_window(q, k, view.sliding_window) & (causal(q, k) | same_block)
         else:
-            masks[layer_type] = _square_rule(view, layer_type, size) & key_valid
+            rule = layer_rule(q, k, view, layer_type)
+        masks[layer_type] = (rule & valid[:, None, :])[:, None]
     return masks
 
 
@@ -121,12 +147,7 @@ def build_decode_bool_masks(
             "text_config.use_bidirectional_attention='all' describes an encoder: decode masks are undefined"
         )
     valid = valid_token_mask(attention_mask)
-    positions = _decode_positions(position, valid)
-    slots = torch.arange(valid.shape[1])
-    return {
-        layer_type: (layer_rule(positions[:, None], slots[None, :], view, layer_type) & valid)[:, None, None, :]
-        for layer_type in view.unique_layer_types
-    }
+    return build_chunk_bool_masks(view, valid, _decode_positions(position, valid)[:, None])
 
 
 def to_additive(
@@ -190,6 +211,21 @@ def build_decode_masks(
     return {name: to_additive(mask, dtype=dtype, mask_value=mask_value) for name, mask in masks.items()}
 
 
+def build_chunk_masks(
+    text_config: Any,
+    attention_mask: torch.Tensor,
+    positions: torch.Tensor,
+    *,
+    dtype: torch.dtype = torch.float32,
+    mask_value: float | None = None,
+    mm_token_type_ids: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
+    """Additive chunk masks ``{layer_type: (B, 1, C, max_seq)}`` (see :func:`build_chunk_bool_masks`)."""
+    fill = mask_fill_value(mask_value, floating_dtype(dtype))
+    masks = build_chunk_bool_masks(text_config, attention_mask, positions, mm_token_type_ids=mm_token_type_ids)
+    return {name: to_additive(mask, dtype=dtype, mask_value=fill) for name, mask in masks.items()}
+
+
 def _check_token_types(mm_token_type_ids: Any, valid: torch.Tensor) -> torch.Tensor:
     if not isinstance(mm_token_type_ids, torch.Tensor):
         raise TypeError(f"mm_token_type_ids must be a torch.Tensor, got {type(mm_token_type_ids).__name__}")
@@ -201,6 +237,21 @@ def _check_token_types(mm_token_type_ids: Any, valid: torch.Tensor) -> torch.Ten
     if mm_token_type_ids.dtype.is_floating_point or mm_token_type_ids.dtype == torch.bool:
         raise TypeError(f"mm_token_type_ids must hold integers, got dtype {mm_token_type_ids.dtype}")
     return mm_token_type_ids
+
+
+def _query_positions(positions: Any, valid: torch.Tensor) -> torch.Tensor:
+    """``(B, C)`` long query positions, each a slot of the ``(B, max_seq)`` cache."""
+    batch, max_seq = valid.shape
+    if not isinstance(positions, torch.Tensor) or positions.dtype.is_floating_point or positions.dtype == torch.bool:
+        raise TypeError(f"positions must be an integer tensor of shape (B, C), got {positions!r}")
+    if positions.dim() != 2 or positions.shape[0] != batch or positions.shape[1] == 0:
+        raise ValueError(f"positions must have shape (B, C) with B = {batch}, got {tuple(positions.shape)}")
+    if (positions < 0).any() or (positions >= max_seq).any():
+        raise ValueError(
+            f"positions must lie in [0, max_seq) = [0, {max_seq}), "
+            f"got min {int(positions.min())}, max {int(positions.max())}"
+        )
+    return positions.long()
 
 
 def _decode_positions(position: Any, valid: torch.Tensor) -> torch.Tensor:
