@@ -45,9 +45,19 @@ class StaticKVCache:
             buffer.zero_()
         self.lengths.zero_()
 
-    def write_prefill(self, layer: int, key: torch.Tensor, value: torch.Tensor, valid: torch.Tensor) -> None:
-        """Write ``key``/``value`` ``(B, kv_heads, S, D)`` into slots ``[0, S)`` where ``valid (B, S)`` holds."""
-        length = key.shape[2]
-        keep = valid[:, None, :, None]
-        self.keys[layer][:, :, :length] = torch.where(keep, key, self.keys[layer][:, :, :length])
-        self.values[layer][:, :, :length] = torch.where(keep, value, self.values[layer][:, :, :length])
+    def write(
+        self, layer: int, key: torch.Tensor, value: torch.Tensor, slots: torch.Tensor, keep: torch.Tensor
+    ) -> None:
+        """Write ``key``/``value`` ``(B, kv_heads, S, D)`` at ``slots (B, S)`` where ``keep (B, S)`` holds.
+
+        Raises ``ValueError`` ("cache is full") for a slot at or past ``max_seq``.
+        """
+        if keep.any() and int(slots[keep].max()) >= self.max_seq:
+            raise ValueError(
+                f"cache is full: writing slot {int(slots[keep].max())} "
+                f"but the static cache has max_seq={self.max_seq} slots"
+            )
+        rows, columns = keep.nonzero(as_tuple=True)
+        targets = slots[rows, columns]
+        self.keys[layer][rows, :, targets] = key[rows, :, columns]
+        self.values[layer][rows, :, targets] = value[rows, :, columns]

@@ -120,13 +120,18 @@ class FixedSlotFusion(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """One Gemma 4 decoder layer with explicit K/V in and out.
+    """One Gemma 4 decoder layer with explicit K/V in and out, for prefill, chunks and decode.
 
     ``forward(hidden (B, S, H), per_layer_input (B, S, P), cos, sin (B, S, D), mask (B, 1, S, K)
-    additive, shared_kv)`` returns ``(hidden (B, S, H), key, value (B, kv_heads, K, D))``. A layer
-    that produces K/V computes them from ``hidden`` (``K = S``, ``shared_kv`` ignored); a layer
-    that reuses K/V takes ``shared_kv = (key, value)`` and returns them unchanged. Attention uses
-    ``scaling = 1.0`` (q and k are RMS-normed).
+    additive, kv, slots)`` returns ``(hidden (B, S, H), key, value)``:
+
+    - a producing layer computes this step's K/V ``(B, kv_heads, S, D)`` and returns them. With
+      ``kv = None`` (single-shot prefill) it attends over them alone (``K = S``); with ``kv`` the
+      static cache ``(B, kv_heads, max_seq, D)`` it attends over the cache with this step's K/V
+      placed at ``slots (B, S)`` (``K = max_seq``). The cache itself is written by the runtime.
+    - a layer that reuses K/V attends over ``kv`` (the producer's K/V) and returns them unchanged.
+
+    Attention uses ``scaling = 1.0`` (q and k are RMS-normed).
     """
 
     def __init__(self, layer: nn.Module, *, reuses_kv: bool, eps: float) -> None:
@@ -172,19 +177,21 @@ class DecoderLayer(nn.Module):
         cos: torch.Tensor,
         sin: torch.Tensor,
         mask: torch.Tensor,
-        shared_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+        kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+        slots: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         batch, length = hidden.shape[:2]
         normed = rms_norm(hidden, self.input_norm, self.eps)
         query = self.q_proj(normed).view(batch, length, -1, self.head_dim)
         query = apply_rope(rms_norm(query, self.q_norm, self.eps), cos, sin).transpose(1, 2)
         if self.reuses_kv:
-            if shared_kv is None:
-                raise ValueError("shared_kv must be given to a layer that reuses K/V")
-            key, value = shared_kv
+            if kv is None:
+                raise ValueError("kv must be given to a layer that reuses K/V")
+            key, value = attend_key, attend_value = kv
         else:
             key, value = self.project_kv(normed, cos, sin)
-        attended = self.attend(query, key, value, mask).transpose(1, 2).reshape(batch, length, -1)
+            attend_key, attend_value = (key, value) if kv is None else _place(kv, key, value, slots)
+        attended = self.attend(query, attend_key, attend_value, mask).transpose(1, 2).reshape(batch, length, -1)
         hidden = hidden + rms_norm(self.o_proj(attended), self.post_attention_norm, self.eps)
 
         normed = rms_norm(hidden, self.pre_feedforward_norm, self.eps)
@@ -194,6 +201,15 @@ class DecoderLayer(nn.Module):
         gated = gelu_tanh(self.ple_gate(hidden)) * per_layer_input
         hidden = hidden + rms_norm(self.ple_projection(gated), self.post_ple_norm, self.eps)
         return hidden * self.layer_scalar, key, value
+
+
+def _place(
+    cache: tuple[torch.Tensor, torch.Tensor], key: torch.Tensor, value: torch.Tensor, slots: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The cache ``(B, kv_heads, max_seq, D)`` with ``key``/``value`` ``(B, kv_heads, S, D)`` at ``slots (B, S)``
+    (out of place: a scatter with static shapes)."""
+    index = slots[:, None, :, None].expand_as(key)
+    return cache[0].scatter(2, index, key), cache[1].scatter(2, index, value)
 
 
 class LMHead(nn.Module):
