@@ -13,7 +13,7 @@ import copy
 from typing import Any
 
 import torch
-from transformers import DynamicCache, Gemma4ForConditionalGeneration
+from transformers import DynamicCache, Gemma4ForConditionalGeneration, GenerationConfig
 from transformers.masking_utils import create_masks_for_generate
 from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
 
@@ -124,17 +124,30 @@ def hf_rope(
 def hf_prefill(model: Any, prompt: Any) -> Any:
     """HF's forward on a :class:`~gemma4_static.samples.Prompt`: logits, every hidden state and the
     filled ``DynamicCache`` (``output.cache``), with ``mm_token_type_ids`` when the prompt has an image."""
-    kwargs = {}
-    if prompt.pixel_values is not None:
-        kwargs = {
-            "pixel_values": prompt.pixel_values,
-            "image_position_ids": prompt.image_position_ids,
-            "mm_token_type_ids": prompt.mm_token_type_ids,
-        }
-    return model(
-        input_ids=prompt.input_ids,
-        attention_mask=prompt.attention_mask,
-        output_hidden_states=True,
-        use_cache=True,
-        **kwargs,
+    return model(**prompt.hf_kwargs(), output_hidden_states=True, use_cache=True)
+
+
+@torch.no_grad()
+def hf_decode_logits(model: Any, prompt: Any, tokens: torch.Tensor) -> torch.Tensor:
+    """HF's logits ``(T, vocab)`` for feeding ``tokens (T,)`` one by one after a batch-1 ``prompt``,
+    through its ``DynamicCache``."""
+    cache = model(**prompt.hf_kwargs(), use_cache=True).cache
+    steps = []
+    for token in tokens:
+        output = model(input_ids=token.view(1, 1), cache=cache, use_cache=True)
+        cache = output.cache
+        steps.append(output.logits[0, -1])
+    return torch.stack(steps)
+
+
+@torch.no_grad()
+def hf_generate(model: Any, prompt: Any, *, max_new_tokens: int, eos_token_id: int | None) -> torch.Tensor:
+    """HF greedy ``generate`` on a batch-1 ``prompt``: the new tokens ``(max_new_tokens,)``, padded
+    with the pad id when it stopped at EOS. ``eos_token_id=None`` disables EOS (not the config's)."""
+    pad = model.config.get_text_config().pad_token_id
+    config = GenerationConfig(
+        do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id, pad_token_id=pad
     )
+    output = model.generate(**prompt.hf_kwargs(), generation_config=config)
+    new = output[0, prompt.input_ids.shape[1] :]
+    return torch.cat((new, torch.full((max_new_tokens - new.numel(),), pad, dtype=new.dtype)))

@@ -43,6 +43,30 @@ class Prompt:
             types[:, self.visual_start_idx : self.visual_start_idx + self.num_visual_tokens] = 1
         return types
 
+    def row(self, index: int) -> Prompt:
+        """Row ``index`` alone, without its padding (what a batch-1 caller would pass)."""
+        length = int(self.attention_mask[index].sum())
+        image = self.pixel_values is not None
+        return Prompt(
+            input_ids=self.input_ids[index : index + 1, :length],
+            attention_mask=self.attention_mask[index : index + 1, :length],
+            pixel_values=self.pixel_values[index : index + 1] if image else None,
+            image_position_ids=self.image_position_ids[index : index + 1] if image else None,
+            visual_start_idx=self.visual_start_idx,
+            num_visual_tokens=self.num_visual_tokens,
+        )
+
+    def hf_kwargs(self) -> dict[str, torch.Tensor]:
+        """The keyword arguments an HF Gemma 4 forward or ``generate`` takes for this prompt."""
+        kwargs = {"input_ids": self.input_ids, "attention_mask": self.attention_mask}
+        if self.pixel_values is not None:
+            kwargs.update(
+                pixel_values=self.pixel_values,
+                image_position_ids=self.image_position_ids,
+                mm_token_type_ids=self.mm_token_type_ids,
+            )
+        return kwargs
+
     @property
     def last_index(self) -> torch.Tensor:
         """``(B,)`` index of each row's last valid token."""
