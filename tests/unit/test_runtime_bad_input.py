@@ -164,3 +164,49 @@ def test_unsupported_gemma4_variants_are_named(e2b_model, changes, message):
 def test_bad_layouts(kwargs, message):
     with pytest.raises(ValueError, match=message):
         StaticLayout(**kwargs)
+
+
+def test_decode_past_max_seq_says_cache_is_full(tiny_model):
+    runtime = StaticGemma4Runtime(tiny_model, max_seq=6, batch_size=2)
+    runtime.prefill(torch.full((2, 5), 7), torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]]))
+    runtime.decode_one(torch.full((2, 1), 7))  # row 0 fills slot 5, the last one
+    with pytest.raises(ValueError, match=r"cache is full: rows \[0\] already hold max_seq=6 tokens"):
+        runtime.decode_one(torch.full((2, 1), 7))
+
+
+@pytest.mark.parametrize(
+    ("next_ids", "error", "message"),
+    [
+        (torch.full((2,), 7), ValueError, r"next_ids must have shape \(batch_size, 1\) = \(2, 1\), got \(2,\)"),
+        (torch.full((3, 1), 7), ValueError, r"next_ids must have shape \(batch_size, 1\)"),
+        (torch.full((2, 1), 7.0), TypeError, r"next_ids must be an integer torch.Tensor"),
+        (torch.full((2, 1), 512), ValueError, r"next_ids hold ids outside the vocabulary \[0, 512\)"),
+    ],
+)
+def test_bad_decode_ids(text_runtime, next_ids, error, message):
+    with pytest.raises(error, match=message):
+        text_runtime.decode_one(next_ids)
+
+
+def test_generate_never_writes_past_the_cache(text_runtime):
+    ids = torch.full((2, 10), 7)
+    with pytest.raises(ValueError, match=r"prompt length 10 \+ max_new_tokens 7 exceeds max_seq=16"):
+        text_runtime.generate(ids, max_new_tokens=7)
+    with pytest.raises(ValueError, match=r"max_new_tokens must be a positive int, got 0"):
+        text_runtime.generate(ids, max_new_tokens=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_seq": 16, "prefill_chunk": 5}, r"prefill_chunk=5 must divide max_seq=16"),
+        ({"max_seq": 16, "prefill_chunk": 0}, r"prefill_chunk must be a positive int or None, got 0"),
+        (
+            {"max_seq": 16, "prefill_chunk": 4, "visual_start_idx": 2, "num_visual_tokens": 4},
+            r"the image slot \[2, 6\) crosses a boundary of prefill_chunk=4",
+        ),
+    ],
+)
+def test_bad_prefill_chunks(tiny_model, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        StaticGemma4Runtime(tiny_model, **kwargs)
