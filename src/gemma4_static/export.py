@@ -1,0 +1,123 @@
+"""Export of the NPU-side stages with ``torch.export`` at their static shapes.
+
+:func:`stage_cases` lists each stage with example inputs of the runtime's static shapes (seeded
+random values; integer inputs in range); :func:`export_stages` writes one ``.pt2`` per case and a
+``manifest.json`` of input and output shapes and dtypes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .runtime import StaticGemma4Runtime
+
+
+@dataclass(frozen=True)
+class StageCase:
+    """One exportable stage: a module and example inputs at its static shapes."""
+
+    name: str
+    module: nn.Module
+    args: tuple
+
+
+def _layer_cases(runtime: StaticGemma4Runtime, generator: torch.Generator, *, representative: bool) -> list[StageCase]:
+    """Decoder layers in prefill, chunk and decode mode; ``representative``: only the first layer of
+    each (layer type, produces/reuses K/V) combination."""
+    batch, max_seq = runtime.layout.batch_size, runtime.layout.max_seq
+    hidden_size = runtime.embedding.weight.shape[1]
+    ple_size = runtime.per_layer_inputs.size
+    chunk = runtime.prefill_chunk or min(16, max_seq)
+    dtype = runtime.dtype
+    seen, cases = set(), []
+    for index, (layer, layer_type) in enumerate(zip(runtime.layers, runtime.view.layer_types, strict=True)):
+        if representative and (layer_type, layer.reuses_kv) in seen:
+            continue
+        seen.add((layer_type, layer.reuses_kv))
+        spec = runtime.view.spec(layer_type)
+        kind = "reuse" if layer.reuses_kv else "produce"
+        cache_shape = (batch, spec.num_kv_heads, max_seq, spec.head_dim)
+        cache = (torch.randn(cache_shape, generator=generator, dtype=dtype),) * 2
+        for mode, length in (("prefill", max_seq), ("chunk", chunk), ("decode", 1)):
+            keys = max_seq if mode != "prefill" or layer.reuses_kv else length
+            kv = cache if mode != "prefill" or layer.reuses_kv else None
+            args = (
+                torch.randn(batch, length, hidden_size, generator=generator, dtype=dtype),
+                torch.randn(batch, length, ple_size, generator=generator, dtype=dtype),
+                *runtime.rope(torch.arange(length).expand(batch, -1), dtype=dtype)[layer_type],
+                torch.zeros(batch, 1, length, keys, dtype=dtype),
+                kv,
+                torch.arange(length).expand(batch, -1).contiguous(),
+            )
+            cases.append(StageCase(f"layer{index:02d}_{layer_type}_{kind}_{mode}", layer, args))
+    return cases
+
+
+def stage_cases(
+    runtime: StaticGemma4Runtime,
+    *,
+    pixel_values: torch.Tensor | None = None,
+    image_position_ids: torch.Tensor | None = None,
+    representative: bool = False,
+    seed: int = 0,
+) -> list[StageCase]:
+    """Every NPU-side stage of ``runtime`` with example inputs; the vision stage needs example
+    ``pixel_values``/``image_position_ids`` (their patch budget is the processor's)."""
+    generator = torch.Generator().manual_seed(seed)
+    batch, max_seq = runtime.layout.batch_size, runtime.layout.max_seq
+    hidden_size = runtime.embedding.weight.shape[1]
+    ids = torch.randint(0, runtime.vocab_size, (batch, max_seq), generator=generator)
+    embeds = torch.randn(batch, max_seq, hidden_size, generator=generator, dtype=runtime.dtype)
+    cases = [
+        StageCase("token_embedding", runtime.embedding, (ids,)),
+        StageCase("per_layer_inputs", runtime.per_layer_inputs, (ids, embeds)),
+    ]
+    if runtime.fusion is not None and pixel_values is not None:
+        soft = torch.randn(
+            batch, runtime.layout.num_visual_tokens, hidden_size, generator=generator, dtype=runtime.dtype
+        )
+        cases.append(StageCase("vision_prefill", runtime.vision, (pixel_values.to(runtime.dtype), image_position_ids)))
+        cases.append(StageCase("fusion", runtime.fusion, (embeds, soft)))
+    cases += _layer_cases(runtime, generator, representative=representative)
+    cases.append(StageCase("lm_head", runtime.lm_head, (embeds[:, :1],)))
+    return cases
+
+
+def export_case(case: StageCase) -> torch.export.ExportedProgram:
+    """``torch.export`` (non-strict) of one stage at its example shapes."""
+    return torch.export.export(case.module, case.args, strict=False)
+
+
+def _describe(value) -> list[dict] | dict | None:
+    if value is None:
+        return None
+    if isinstance(value, tuple | list):
+        return [_describe(item) for item in value]
+    return {"shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch.")}
+
+
+def export_stages(runtime: StaticGemma4Runtime, folder: str | Path, **case_options) -> Path:
+    """Export every stage to ``folder/<stage>.pt2`` and write ``folder/manifest.json``; returns the manifest path."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest = {"max_seq": runtime.layout.max_seq, "batch_size": runtime.layout.batch_size, "stages": []}
+    for case in stage_cases(runtime, **case_options):
+        program = export_case(case)
+        torch.export.save(program, folder / f"{case.name}.pt2")
+        outputs = program.module()(*case.args)
+        manifest["stages"].append(
+            {
+                "name": case.name,
+                "file": f"{case.name}.pt2",
+                "inputs": _describe(case.args),
+                "outputs": _describe(outputs),
+            }
+        )
+    path = folder / "manifest.json"
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    return path
