@@ -22,12 +22,18 @@ def _parser() -> argparse.ArgumentParser:
         help="embedded default model to verify (default: tiny); ignored with --checkpoint",
     )
     verify.add_argument("--checkpoint", type=Path, metavar="PATH", help="a local Gemma 4 checkpoint folder")
+    verify.add_argument("--max-seq", type=int, help="static length (default: the sample prompt + steps + 1)")
+    verify.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32", help="model and runtime dtype")
+    verify.add_argument("--steps", type=int, help="decode and generation steps (default: 2 * window + 3, at most 24)")
     verify.add_argument("--json", type=Path, metavar="FILE", help="also write the report as JSON to FILE")
+    verify.add_argument("--no-export", action="store_true", help="skip the torch.export round-trip")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    import torch
+
     from .models import build_default_model, load_checkpoint
     from .verify import format_row, run_verification, write_json
 
@@ -42,11 +48,23 @@ def main(argv: list[str] | None = None) -> int:
     else:
         model = build_default_model(args.config)
         name = args.config
-    print(f"gemma4-static verify: {name} ({type(model).__name__})", flush=True)
-    rows = run_verification(model, on_row=lambda row: print(format_row(row), flush=True))
+    dtype = getattr(torch, args.dtype)
+    print(f"gemma4-static verify: {name} ({type(model).__name__}, {args.dtype})", flush=True)
+    try:
+        rows = run_verification(
+            model,
+            dtype=dtype,
+            max_seq=args.max_seq,
+            steps=args.steps,
+            export=not args.no_export,
+            on_row=lambda row: print(format_row(row), flush=True),
+        )
+    except ValueError as error:
+        print(f"gemma4-static verify: {error}", file=sys.stderr)
+        return 2
     failed = [row for row in rows if not row.passed]
     elapsed = time.perf_counter() - started
-    print(f"{len(rows) - len(failed)} passed, {len(failed)} failed in {elapsed:.1f} s")
+    print(f"verify: {len(rows) - len(failed)} rows PASS, {len(failed)} FAIL ({elapsed:.1f} s)")
     if args.json is not None:
         write_json(rows, args.json, model=name)
     return 1 if failed else 0

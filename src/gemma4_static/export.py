@@ -81,7 +81,7 @@ def stage_cases(
         soft = torch.randn(
             batch, runtime.layout.num_visual_tokens, hidden_size, generator=generator, dtype=runtime.dtype
         )
-        cases.append(StageCase("vision_prefill", runtime.vision, (pixel_values.to(runtime.dtype), image_position_ids)))
+        cases.append(StageCase("vision_prefill", runtime.vision, (pixel_values, image_position_ids)))
         cases.append(StageCase("fusion", runtime.fusion, (embeds, soft)))
     cases += _layer_cases(runtime, generator, representative=representative)
     cases.append(StageCase("lm_head", runtime.lm_head, (embeds[:, :1],)))

@@ -351,4 +351,4 @@ class StaticGemma4Runtime:
                 f"the images give {soft_per_image.tolist()} soft tokens, "
                 f"but the layout's num_visual_tokens is {self.layout.num_visual_tokens}"
             )
-        return self.vision(pixel_values.to(self.dtype), image_position_ids)[:, : self.layout.num_visual_tokens]
+        return self.vision(pixel_values, image_position_ids)[:, : self.layout.num_visual_tokens]

@@ -3,6 +3,7 @@ per check, with the metric, the tolerance and PASS/FAIL."""
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -12,10 +13,21 @@ from typing import Any
 import torch
 
 from .config import read_text_config
+from .export import export_case, stage_cases
 from .layouts import LENGTHS, PADDINGS, sequence_length, valid_mask
 from .masks import build_decode_bool_masks, build_prefill_bool_masks
-from .reference import ATTN_IMPLEMENTATIONS, hf_decode_visible_positions, hf_prefill_bool_masks, hf_rope
+from .reference import (
+    ATTN_IMPLEMENTATIONS,
+    hf_decode_logits,
+    hf_decode_visible_positions,
+    hf_generate,
+    hf_prefill,
+    hf_prefill_bool_masks,
+    hf_rope,
+)
 from .rope import build_rope
+from .runtime import PrefillOutputs, StaticGemma4Runtime
+from .samples import Prompt, image_prompt, text_prompt
 
 # RoPE tolerances. Both sides compute the same fp32 products position * inv_freq and the same
 # cos/sin kernels, so fp32 agrees to the last bit in practice; the bound leaves two fp32 ulps at 1.0
@@ -43,8 +55,218 @@ class Row:
         return {**asdict(self), "status": "PASS" if self.passed else "FAIL"}
 
 
-def rope_rows(config: Any) -> Iterator[Row]:
+# Relative tolerance of a stage output vs HF, as a fraction of max(1, max|HF|). fp32: each stage
+# repeats HF's op sequence and only summation orders differ (BLAS blocking on padded shapes, SDPA
+# kernels), a few ulps per layer: ~2e-6 observed through 35 layers, 2e-5 allowed. bf16 (eps 2**-8)
+# accumulates the same few roundings per layer at 2**-8 each: ~1e-2 observed, 5e-2 allowed.
+RELATIVE_TOLERANCE = {torch.float32: 2e-5, torch.bfloat16: 5e-2}
+LAYER_GROUP = 5  # report decoder layers in groups of one 4:1 period
+
+
+@dataclass
+class Session:
+    """Everything the stage checks share: the model, the sample prompt, the runtime, and the
+    prefill outputs of both sides (computed once)."""
+
+    model: Any
+    dtype: torch.dtype
+    steps: int
+    prompt: Prompt
+    runtime: StaticGemma4Runtime
+    ours: PrefillOutputs
+    theirs: Any
+
+    @property
+    def config(self) -> Any:
+        return self.model.config
+
+    @property
+    def tolerance(self) -> float:
+        return RELATIVE_TOLERANCE[self.dtype]
+
+    def row(self, stage: str, check: str, ours: torch.Tensor, theirs: torch.Tensor, *, exact: bool = False) -> Row:
+        """Max abs diff of ``ours`` vs ``theirs`` against the dtype's relative tolerance (or 0)."""
+        error = float((ours.float() - theirs.float()).abs().max())
+        tolerance = 0.0 if exact else self.tolerance * max(1.0, float(theirs.float().abs().max()))
+        return Row(stage, check, "max abs diff", error, tolerance)
+
+
+def open_session(
+    model: Any, *, dtype: torch.dtype = torch.float32, max_seq: int | None = None, steps: int | None = None
+) -> Session:
+    """Prepare a verification run: a ragged batch-2 sample prompt (with one image per row on a
+    multimodal model), a runtime sized for it plus ``steps`` decode steps, and both prefills."""
+    if dtype not in RELATIVE_TOLERANCE:
+        raise ValueError(f"dtype must be one of {list(RELATIVE_TOLERANCE)}, got {dtype}")
+    model = model if dtype == torch.float32 else copy.deepcopy(model).to(dtype)
+    text_config = model.config.get_text_config()
+    window = text_config.sliding_window
+    steps = steps if steps is not None else min(2 * window + 3, 24)
+    if getattr(model.model, "vision_tower", None) is not None:
+        prompt = image_prompt(model.config, text_after=[6, 2])
+    else:
+        prompt = text_prompt(model.config, [window + 3, window // 2])
+    needed = prompt.input_ids.shape[1] + steps + 1
+    max_seq = needed if max_seq is None else max_seq
+    if max_seq < needed:
+        raise ValueError(f"max_seq must be at least {needed} for this prompt and {steps} steps, got {max_seq}")
+    runtime = StaticGemma4Runtime(
+        model,
+        max_seq=max_seq,
+        batch_size=prompt.input_ids.shape[0],
+        visual_start_idx=prompt.visual_start_idx,
+        num_visual_tokens=prompt.num_visual_tokens,
+    )
+    ours = runtime.prefill_outputs(
+        prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids, keep_intermediates=True
+    )
+    return Session(model, dtype, steps, prompt, runtime, ours, hf_prefill(model, prompt))
+
+
+def _text_model(model: Any) -> Any:
+    return getattr(model.model, "language_model", model.model)
+
+
+def input_rows(session: Session) -> Iterator[Row]:
+    """Static inputs, token embedding, PLE, vision prefill and fusion vs what HF computes."""
+    prompt, inputs, runtime = session.prompt, session.ours.inputs, session.runtime
+    length = prompt.input_ids.shape[1]
+    llm_ids = prompt.input_ids.clone()
+    if runtime.image_token_id is not None:
+        llm_ids[llm_ids == runtime.image_token_id] = runtime.pad_token_id
+    mismatches = (
+        int((inputs.input_ids[:, :length] != llm_ids).sum())
+        + int((inputs.valid[:, :length] != prompt.attention_mask.bool()).sum())
+        + int(inputs.valid[:, length:].sum())
+        + int((inputs.valid_length != prompt.attention_mask.sum(dim=1)).sum())
+        + int((inputs.mm_token_type_ids[:, :length] != prompt.mm_token_type_ids).sum())
+    )
+    yield Row("static inputs", "ids, valid mask, lengths, image slot", "mismatched entries", mismatches, 0)
+    yield session.row(
+        "token embedding",
+        "vs get_input_embeddings",
+        session.ours.embeddings,
+        session.model.get_input_embeddings()(inputs.input_ids),
+        exact=True,
+    )
+    text_model = _text_model(session.model)
+    fused = session.ours.hidden_states[0]
+    theirs = text_model.project_per_layer_inputs(fused, text_model.get_per_layer_inputs(inputs.input_ids, None))
+    yield session.row("PLE", "vs project_per_layer_inputs", session.ours.per_layer_inputs, theirs)
+    if session.ours.soft_tokens is not None:
+        pooled = session.model.model.get_image_features(prompt.pixel_values, prompt.image_position_ids).pooler_output
+        yield session.row("vision prefill", "vs get_image_features", session.ours.soft_tokens, torch.stack(pooled))
+        embeds, soft = session.ours.embeddings, session.ours.soft_tokens
+        scattered = embeds.masked_scatter(
+            inputs.mm_token_type_ids.bool()[..., None].expand_as(embeds), soft.reshape(-1, soft.shape[-1])
+        )
+        yield session.row("fusion", "vs masked_scatter", fused, scattered, exact=True)
+
+
+def layer_rows(session: Session) -> Iterator[Row]:
+    """Every decoder layer's output (grouped), every producing layer's K/V and the prefill logits."""
+    valid = session.prompt.attention_mask.bool()
+    length = valid.shape[1]
+    ours = list(session.ours.hidden_states[1:])
+    ours[-1] = _text_model(session.model).norm(ours[-1])  # HF's last hidden state is after the final norm
+    theirs = session.theirs.hidden_states[1:]
+    for start in range(0, len(ours), LAYER_GROUP):
+        group = range(start, min(start + LAYER_GROUP, len(ours)))
+        mine = torch.stack([ours[i][:, :length][valid] for i in group])
+        reference = torch.stack([theirs[i][valid] for i in group])
+        yield session.row("decoder layers", f"layers {group[0]}-{group[-1]} hidden states", mine, reference)
+    runtime, cache = session.runtime, session.theirs.cache
+    keys, values = [], []
+    for index, source in enumerate(runtime.cache.sources):
+        if source == index:
+            kept = cache.layers[index].keys.shape[2]
+            keep = valid[:, length - kept :]
+            keys.append(
+                (
+                    runtime.cache.keys[index][:, :, length - kept : length].transpose(1, 2)[keep],
+                    cache.layers[index].keys.transpose(1, 2)[keep],
+                )
+            )
+            values.append(
+                (
+                    runtime.cache.values[index][:, :, length - kept : length].transpose(1, 2)[keep],
+                    cache.layers[index].values.transpose(1, 2)[keep],
+                )
+            )
+    for name, pairs in (("K", keys), ("V", values)):
+        yield session.row(
+            "KV cache",
+            f"{name} of {len(pairs)} producing layers vs HF cache",
+            torch.cat([a.flatten() for a, _ in pairs]),
+            torch.cat([b.flatten() for _, b in pairs]),
+        )
+    rows = torch.arange(valid.shape[0])
+    hf_logits = session.theirs.logits[rows, session.prompt.last_index]
+    yield session.row("prefill logits", "last valid token per row", session.ours.logits, hf_logits)
+    if session.dtype == torch.float32:
+        flips = int((session.ours.logits.argmax(-1) != hf_logits.argmax(-1)).sum())
+        yield Row("prefill logits", "argmax agreement", "rows with another argmax", flips, 0)
+
+
+def decode_rows(session: Session) -> Iterator[Row]:
+    """``steps`` decode steps per row vs HF's DynamicCache, then greedy generation vs HF generate."""
+    prompt, runtime = session.prompt, session.runtime
+    batch = prompt.input_ids.shape[0]
+    vocab = session.config.get_text_config().vocab_size
+    tokens = torch.randint(3, min(vocab, 400), (batch, session.steps), generator=torch.Generator().manual_seed(1))
+    ours = torch.stack([runtime.decode_one(tokens[:, t : t + 1]) for t in range(session.steps)], dim=1)
+    theirs = torch.stack([hf_decode_logits(session.model, prompt.row(row), tokens[row]) for row in range(batch)])
+    yield session.row("decode steps", f"{batch} rows x {session.steps} steps, logits", ours, theirs)
+    if session.dtype != torch.float32:
+        return  # greedy ties may flip legitimately at bf16 precision
+    generated = runtime.generate(
+        prompt.input_ids,
+        prompt.attention_mask,
+        max_new_tokens=session.steps,
+        pixel_values=prompt.pixel_values,
+        image_position_ids=prompt.image_position_ids,
+    )
+    expected = torch.stack(
+        [
+            hf_generate(session.model, prompt.row(row), max_new_tokens=session.steps, eos_token_id=None)
+            for row in range(batch)
+        ]
+    )
+    mismatched = int((generated != expected).sum())
+    yield Row(
+        "generation",
+        f"{batch} rows x {session.steps} greedy tokens vs HF generate",
+        "tokens not matched",
+        mismatched,
+        0,
+    )
+
+
+def export_rows(session: Session) -> Iterator[Row]:
+    """Each stage exported with torch.export (one representative layer per type and K/V role, in
+    prefill, chunk and decode mode) replays its eager output."""
+    cases = stage_cases(
+        session.runtime,
+        pixel_values=session.prompt.pixel_values,
+        image_position_ids=session.prompt.image_position_ids,
+        representative=True,
+    )
+    worst, tolerance = 0.0, 0.0
+    for case in cases:
+        eager, exported = case.module(*case.args), export_case(case).module()(*case.args)
+        for mine, reference in zip(_flatten(exported), _flatten(eager), strict=True):
+            worst = max(worst, float((mine.float() - reference.float()).abs().max()))
+            tolerance = max(tolerance, 1e-6 * max(1.0, float(reference.float().abs().max())))
+    yield Row("export round-trip", f"{len(cases)} stages, exported vs eager", "max abs diff", worst, tolerance)
+
+
+def _flatten(value: Any) -> list[torch.Tensor]:
+    return [item for part in value for item in _flatten(part)] if isinstance(value, tuple | list) else [value]
+
+
+def rope_rows(session: Session) -> Iterator[Row]:
     """RoPE per layer type and dtype vs ``Gemma4TextRotaryEmbedding``, positions ``[0, 4100)``."""
+    config = session.config
     positions = torch.arange(ROPE_POSITIONS)[None]
     for dtype, tolerance in ROPE_TOLERANCE.items():
         ours, theirs = build_rope(config, positions, dtype=dtype), hf_rope(config, positions, dtype=dtype)
@@ -58,8 +280,9 @@ def _mismatches(ours: dict[str, torch.Tensor], theirs: dict[str, torch.Tensor]) 
     return {name: int((ours[name] != theirs[name]).sum()) for name in ours}
 
 
-def prefill_mask_rows(config: Any) -> Iterator[Row]:
+def prefill_mask_rows(session: Session) -> Iterator[Row]:
     """Prefill masks vs HF under each attention implementation, over lengths x batch x padding."""
+    config = session.config
     window = read_text_config(config).sliding_window
     for attn_implementation in ATTN_IMPLEMENTATIONS:
         totals: dict[str, int] = {}
@@ -78,8 +301,9 @@ def prefill_mask_rows(config: Any) -> Iterator[Row]:
             )
 
 
-def decode_mask_rows(config: Any) -> Iterator[Row]:
+def decode_mask_rows(session: Session) -> Iterator[Row]:
     """Decode masks vs HF with a DynamicCache, as visible absolute positions around the window edges."""
+    config = session.config
     window = read_text_config(config).sliding_window
     positions = sorted({1, window - 1, window, window + 1, 2 * window + 3})
     for attn_implementation in ATTN_IMPLEMENTATIONS:
@@ -96,8 +320,9 @@ def decode_mask_rows(config: Any) -> Iterator[Row]:
             )
 
 
-def vision_mask_rows(config: Any) -> Iterator[Row]:
+def vision_mask_rows(session: Session) -> Iterator[Row]:
     """Vision-bidirectional prefill masks vs HF's vision mask path (only for such models)."""
+    config = session.config
     if read_text_config(config).use_bidirectional_attention != "vision":
         return
     window = read_text_config(config).sliding_window
@@ -114,14 +339,32 @@ def vision_mask_rows(config: Any) -> Iterator[Row]:
             yield Row("masks vision", f"{name} {attn_implementation}", "mismatched entries", count, 0)
 
 
-STAGES: tuple[Callable[[Any], Iterator[Row]], ...] = (rope_rows, prefill_mask_rows, decode_mask_rows, vision_mask_rows)
+STAGES: tuple[Callable[[Session], Iterator[Row]], ...] = (
+    input_rows,
+    prefill_mask_rows,
+    decode_mask_rows,
+    vision_mask_rows,
+    rope_rows,
+    layer_rows,
+    decode_rows,
+)
 
 
-def run_verification(model: Any, *, on_row: Callable[[Row], None] = lambda row: None) -> list[Row]:
+@torch.no_grad()
+def run_verification(
+    model: Any,
+    *,
+    dtype: torch.dtype = torch.float32,
+    max_seq: int | None = None,
+    steps: int | None = None,
+    export: bool = True,
+    on_row: Callable[[Row], None] = lambda row: None,
+) -> list[Row]:
     """Run every stage check on ``model`` (an HF Gemma 4 model); ``on_row`` sees each row as it finishes."""
+    session = open_session(model, dtype=dtype, max_seq=max_seq, steps=steps)
     rows = []
-    for stage in STAGES:
-        for row in stage(model.config):
+    for stage in (*STAGES, export_rows) if export else STAGES:
+        for row in stage(session):
             on_row(row)
             rows.append(row)
     return rows
@@ -129,7 +372,7 @@ def run_verification(model: Any, *, on_row: Callable[[Row], None] = lambda row: 
 
 def format_row(row: Row) -> str:
     status = "PASS" if row.passed else "FAIL"
-    return f"{status}  {row.stage:<14} {row.check:<58} {row.metric} = {row.value:.3g} (tolerance {row.tolerance:.3g})"
+    return f"{status}  {row.stage:<17} {row.check:<58} {row.metric} = {row.value:.3g} (tolerance {row.tolerance:.3g})"
 
 
 def write_json(rows: list[Row], path: Path, *, model: str) -> None:
