@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from gemma4_static.runtime import StaticGemma4Runtime
@@ -29,7 +29,6 @@ def _right_padded(ids: torch.Tensor, lengths: list[int]) -> tuple[torch.Tensor, 
     return ids[:, : max(lengths)] * mask, mask
 
 
-@settings(max_examples=15)
 @given(
     lengths=st.lists(st.integers(1, 14), min_size=2, max_size=2),
     steps=st.integers(1, 10),

@@ -1,0 +1,45 @@
+"""The CI workflow is valid and runs what the README tells a new user to run."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
+
+
+def _readme_commands() -> list[str]:
+    block = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    return block.group(1).strip().splitlines()
+
+
+def test_workflow_matches_the_github_workflow_schema():
+    linter = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent))
+    assert linter is not None, "check-jsonschema is part of the test extras"
+    result = subprocess.run(
+        [linter, "--builtin-schema", "vendor.github-workflows", str(WORKFLOW)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_workflow_installs_and_tests_as_the_readme_says():
+    main_job, test_command = _readme_commands()[:2]
+    install = test_command.split(" && .venv/bin/pytest")[0]
+    workflow = WORKFLOW.read_text()
+    assert f"run: {install}" in workflow
+    assert ".venv/bin/pytest -n auto --hypothesis-profile=ci" in workflow
+    assert ".venv/bin/gemma4-static verify --json verify-report.json" in workflow
+    assert "--hypothesis-profile=fuzz" in workflow and "path: .hypothesis" in workflow
+    assert main_job.endswith(".venv/bin/gemma4-static verify")
+
+
+def test_ci_script_runs_the_readme_test_command():
+    script = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert _readme_commands()[1] in script
