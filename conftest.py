@@ -27,6 +27,11 @@ settings.register_profile(
 settings.register_profile("fuzz", max_examples=5000, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
+# Under xdist every worker is its own process: one intra-op thread each keeps the workers from
+# oversubscribing the cores (with the default, two workers on two cores run slower than one).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
+
 MODEL_PARAMS = ("tiny", "e2b-geometry", "checkpoint")
 CHECKPOINT_ENV = "GEMMA4_CHECKPOINT"
 
