@@ -10,12 +10,16 @@ from .masks import (
     build_prefill_masks,
     to_additive,
 )
+from .inputs import StaticLayout
 from .rope import RopeTables, build_rope, inverse_frequencies
+from .runtime import StaticGemma4Runtime
 
 __all__ = [
     "FULL_ATTENTION",
     "SLIDING_ATTENTION",
     "RopeTables",
+    "StaticGemma4Runtime",
+    "StaticLayout",
     "TextConfigView",
     "build_chunk_bool_masks",
     "build_chunk_masks",
