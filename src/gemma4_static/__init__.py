@@ -1,6 +1,7 @@
 """gemma4-static: a static-shape runtime for Gemma 4 and its parity checks against transformers."""
 
 from .config import FULL_ATTENTION, SLIDING_ATTENTION, TextConfigView, read_text_config
+from .inputs import StaticLayout
 from .masks import (
     build_chunk_bool_masks,
     build_chunk_masks,
@@ -10,7 +11,6 @@ from .masks import (
     build_prefill_masks,
     to_additive,
 )
-from .inputs import StaticLayout
 from .rope import RopeTables, build_rope, inverse_frequencies
 from .runtime import StaticGemma4Runtime
 
