@@ -43,6 +43,11 @@ class Prompt:
             types[:, self.visual_start_idx : self.visual_start_idx + self.num_visual_tokens] = 1
         return types
 
+    @property
+    def image_slot(self) -> dict[str, int | None]:
+        """The runtime layout's image slot for this prompt, as ``StaticGemma4Runtime`` keywords."""
+        return {"visual_start_idx": self.visual_start_idx, "num_visual_tokens": self.num_visual_tokens}
+
     def row(self, index: int) -> Prompt:
         """Row ``index`` alone, without its padding (what a batch-1 caller would pass)."""
         length = int(self.attention_mask[index].sum())

@@ -114,8 +114,7 @@ def open_session(
         model,
         max_seq=max_seq,
         batch_size=prompt.input_ids.shape[0],
-        visual_start_idx=prompt.visual_start_idx,
-        num_visual_tokens=prompt.num_visual_tokens,
+        **prompt.image_slot,
     )
     ours = runtime.prefill_outputs(
         prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids, keep_intermediates=True

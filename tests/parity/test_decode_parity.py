@@ -80,8 +80,7 @@ def test_generate_equals_hf_with_an_image(tiny_model, batch, report):
         tiny_model,
         max_seq=prompt.input_ids.shape[1] + 10,
         batch_size=batch,
-        visual_start_idx=prompt.visual_start_idx,
-        num_visual_tokens=prompt.num_visual_tokens,
+        **prompt.image_slot,
     )
     ours = runtime.generate(
         prompt.input_ids,

@@ -22,8 +22,7 @@ def tiny_setup(tiny_model):
     runtime = StaticGemma4Runtime(
         tiny_model,
         max_seq=192,
-        visual_start_idx=prompt.visual_start_idx,
-        num_visual_tokens=prompt.num_visual_tokens,
+        **prompt.image_slot,
         prefill_chunk=96,
     )
     return runtime, {"pixel_values": prompt.pixel_values, "image_position_ids": prompt.image_position_ids}

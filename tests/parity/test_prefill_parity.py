@@ -47,8 +47,7 @@ def image_case(tiny_model):
         tiny_model,
         max_seq=prompt.input_ids.shape[1] + 3,
         batch_size=3,
-        visual_start_idx=prompt.visual_start_idx,
-        num_visual_tokens=prompt.num_visual_tokens,
+        **prompt.image_slot,
     )
     return (
         prompt,

@@ -25,8 +25,7 @@ def image_setup(tiny_model):
         tiny_model,
         max_seq=prompt.input_ids.shape[1] + 2,
         batch_size=2,
-        visual_start_idx=prompt.visual_start_idx,
-        num_visual_tokens=prompt.num_visual_tokens,
+        **prompt.image_slot,
     )
     return prompt, runtime
 
