@@ -88,11 +88,9 @@ def build_prefill_bool_masks(
     view = read_text_config(text_config)
     valid = valid_token_mask(attention_mask)
     size = valid.shape[1]
-    if mm_token_type_ids is not None and view.use_bidirectional_attention == "vision":
+    if _vision_overlay(view, mm_token_type_ids, valid):
         positions = torch.arange(size).expand(valid.shape[0], size)
         return build_chunk_bool_masks(view, valid, positions, mm_token_type_ids=mm_token_type_ids)
-    if mm_token_type_ids is not None:
-        _check_token_types(mm_token_type_ids, valid)  # unused without the vision overlay, as in HF
     return {
         layer_type: _square_rule(view, layer_type, size) & valid[:, None, None, :]
         for layer_type in view.unique_layer_types
@@ -117,12 +115,10 @@ def build_chunk_bool_masks(
     positions = _query_positions(positions, valid)
     slots = torch.arange(valid.shape[1])
     q, k = positions[:, :, None], slots[None, None, :]
-    blocks = None
-    if mm_token_type_ids is not None:
-        blocks = vision_block_ids(_check_token_types(mm_token_type_ids, valid))
+    blocks = vision_block_ids(mm_token_type_ids) if _vision_overlay(view, mm_token_type_ids, valid) else None
     masks = {}
     for layer_type in view.unique_layer_types:
-        if blocks is not None and view.use_bidirectional_attention == "vision" and layer_type != FULL_ATTENTION:
+        if blocks is not None and layer_type != FULL_ATTENTION:
             same_block = same_vision_block(blocks.gather(1, positions), blocks)
             rule = within_window(q, k, view.sliding_window) & (causal(q, k) | same_block)
         else:
@@ -183,11 +179,9 @@ def build_prefill_masks(
     view = read_text_config(text_config)
     fill = mask_fill_value(mask_value, floating_dtype(dtype))
     valid = valid_token_mask(attention_mask)
-    if mm_token_type_ids is not None and view.use_bidirectional_attention == "vision":
+    if _vision_overlay(view, mm_token_type_ids, valid):
         masks = build_prefill_bool_masks(view, valid, mm_token_type_ids=mm_token_type_ids)
-        return {name: to_additive(mask, dtype=dtype, mask_value=fill) for name, mask in masks.items()}
-    if mm_token_type_ids is not None:
-        _check_token_types(mm_token_type_ids, valid)  # unused without the vision overlay, as in HF
+        return _additive(masks, dtype, fill)
     key_padding = to_additive(valid, dtype=dtype, mask_value=fill)[:, None, None, :]
     size = valid.shape[1]
     return {
@@ -205,10 +199,8 @@ def build_decode_masks(
     mask_value: float | None = None,
 ) -> dict[str, torch.Tensor]:
     """Additive decode masks ``{layer_type: (B, 1, 1, max_seq)}`` (see :func:`build_decode_bool_masks`)."""
-    floating_dtype(dtype)
-    mask_fill_value(mask_value, dtype)
-    masks = build_decode_bool_masks(text_config, attention_mask, position)
-    return {name: to_additive(mask, dtype=dtype, mask_value=mask_value) for name, mask in masks.items()}
+    fill = mask_fill_value(mask_value, floating_dtype(dtype))
+    return _additive(build_decode_bool_masks(text_config, attention_mask, position), dtype, fill)
 
 
 def build_chunk_masks(
@@ -223,7 +215,20 @@ def build_chunk_masks(
     """Additive chunk masks ``{layer_type: (B, 1, C, max_seq)}`` (see :func:`build_chunk_bool_masks`)."""
     fill = mask_fill_value(mask_value, floating_dtype(dtype))
     masks = build_chunk_bool_masks(text_config, attention_mask, positions, mm_token_type_ids=mm_token_type_ids)
+    return _additive(masks, dtype, fill)
+
+
+def _additive(masks: dict[str, torch.Tensor], dtype: torch.dtype, fill: float) -> dict[str, torch.Tensor]:
     return {name: to_additive(mask, dtype=dtype, mask_value=fill) for name, mask in masks.items()}
+
+
+def _vision_overlay(view: TextConfigView, mm_token_type_ids: Any, valid: torch.Tensor) -> bool:
+    """Whether the vision-block overlay applies; checks ``mm_token_type_ids`` whenever given (HF
+    ignores them outside ``use_bidirectional_attention == "vision"``, and so do we)."""
+    if mm_token_type_ids is None:
+        return False
+    _check_token_types(mm_token_type_ids, valid)
+    return view.use_bidirectional_attention == "vision"
 
 
 def _check_token_types(mm_token_type_ids: Any, valid: torch.Tensor) -> torch.Tensor:
