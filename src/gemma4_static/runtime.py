@@ -58,8 +58,9 @@ def _unsupported(text_config: Any) -> str | None:
 
 
 class StaticGemma4Runtime:
-    """Static-shape prefill of an HF Gemma 4 model (``Gemma4ForConditionalGeneration`` or
-    ``Gemma4ForCausalLM``) with batch ``batch_size``, every row right-padded to ``max_seq``.
+    """Static-shape prefill, decode and greedy generation of an HF Gemma 4 model
+    (``Gemma4ForConditionalGeneration`` or ``Gemma4ForCausalLM``) with batch ``batch_size``, every
+    row right-padded to ``max_seq``.
 
     Masks and RoPE come from the independent builders, K/V of producing layers land in a static
     cache, and layers that reuse K/V read the producer's output through the shared-KV map. With
