@@ -151,3 +151,35 @@ def hf_generate(model: Any, prompt: Any, *, max_new_tokens: int, eos_token_id: i
     output = model.generate(**prompt.hf_kwargs(), generation_config=config)
     new = output[0, prompt.input_ids.shape[1] :]
     return torch.cat((new, torch.full((max_new_tokens - new.numel(),), pad, dtype=new.dtype)))
+
+
+def paired_hidden_states(
+    model: Any, ours: tuple[torch.Tensor, ...], theirs: tuple[torch.Tensor, ...], valid: torch.Tensor
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``(ours, HF)`` per entry of ``output_hidden_states`` (embeddings, then each layer), restricted
+    to the ``valid (B, S)`` positions. HF's last entry is after the final norm, so ours gets it too."""
+    text_model = getattr(model.model, "language_model", model.model)
+    ours = (*ours[:-1], text_model.norm(ours[-1]))
+    length = valid.shape[1]
+    return [(mine[:, :length][valid], reference[valid]) for mine, reference in zip(ours, theirs, strict=True)]
+
+
+def paired_kv(static_cache: Any, hf_cache: Any, valid: torch.Tensor) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """``(name, ours, HF)`` for the K and V of every producing layer after prefill, on the positions
+    HF kept that are valid: full layers keep all, sliding layers only the last ``window - 1`` (of
+    the padded batch)."""
+    length = valid.shape[1]
+    pairs = []
+    for index, source in enumerate(static_cache.sources):
+        if source != index:
+            continue
+        hf_layer = hf_cache.layers[index]
+        positions = slice(length - hf_layer.keys.shape[2], length)
+        keep = valid[:, positions]
+        for kind, ours, theirs in (
+            ("K", static_cache.keys, hf_layer.keys),
+            ("V", static_cache.values, hf_layer.values),
+        ):
+            mine = ours[index][:, :, positions].transpose(1, 2)[keep]
+            pairs.append((f"layer {index} {kind}", mine, theirs.transpose(1, 2)[keep]))
+    return pairs

@@ -24,6 +24,8 @@ from .reference import (
     hf_prefill,
     hf_prefill_bool_masks,
     hf_rope,
+    paired_hidden_states,
+    paired_kv,
 )
 from .rope import build_rope
 from .runtime import PrefillOutputs, StaticGemma4Runtime
@@ -165,39 +167,20 @@ def input_rows(session: Session) -> Iterator[Row]:
 def layer_rows(session: Session) -> Iterator[Row]:
     """Every decoder layer's output (grouped), every producing layer's K/V and the prefill logits."""
     valid = session.prompt.attention_mask.bool()
-    length = valid.shape[1]
-    ours = list(session.ours.hidden_states[1:])
-    ours[-1] = _text_model(session.model).norm(ours[-1])  # HF's last hidden state is after the final norm
-    theirs = session.theirs.hidden_states[1:]
-    for start in range(0, len(ours), LAYER_GROUP):
-        group = range(start, min(start + LAYER_GROUP, len(ours)))
-        mine = torch.stack([ours[i][:, :length][valid] for i in group])
-        reference = torch.stack([theirs[i][valid] for i in group])
-        yield session.row("decoder layers", f"layers {group[0]}-{group[-1]} hidden states", mine, reference)
-    runtime, cache = session.runtime, session.theirs.cache
-    keys, values = [], []
-    for index, source in enumerate(runtime.cache.sources):
-        if source == index:
-            kept = cache.layers[index].keys.shape[2]
-            keep = valid[:, length - kept :]
-            keys.append(
-                (
-                    runtime.cache.keys[index][:, :, length - kept : length].transpose(1, 2)[keep],
-                    cache.layers[index].keys.transpose(1, 2)[keep],
-                )
-            )
-            values.append(
-                (
-                    runtime.cache.values[index][:, :, length - kept : length].transpose(1, 2)[keep],
-                    cache.layers[index].values.transpose(1, 2)[keep],
-                )
-            )
-    for name, pairs in (("K", keys), ("V", values)):
+    pairs = paired_hidden_states(session.model, session.ours.hidden_states, session.theirs.hidden_states, valid)[1:]
+    for start in range(0, len(pairs), LAYER_GROUP):
+        group = pairs[start : start + LAYER_GROUP]
+        mine, reference = torch.cat([a for a, _ in group]), torch.cat([b for _, b in group])
+        last = start + len(group) - 1
+        yield session.row("decoder layers", f"layers {start}-{last} hidden states", mine, reference)
+    kv = paired_kv(session.runtime.cache, session.theirs.cache, valid)
+    for kind in ("K", "V"):
+        chosen = [(a, b) for name, a, b in kv if name.endswith(kind)]
         yield session.row(
             "KV cache",
-            f"{name} of {len(pairs)} producing layers vs HF cache",
-            torch.cat([a.flatten() for a, _ in pairs]),
-            torch.cat([b.flatten() for _, b in pairs]),
+            f"{kind} of {len(chosen)} producing layers vs HF cache",
+            torch.cat([a.flatten() for a, _ in chosen]),
+            torch.cat([b.flatten() for _, b in chosen]),
         )
     rows = torch.arange(valid.shape[0])
     hf_logits = session.theirs.logits[rows, session.prompt.last_index]

@@ -14,7 +14,7 @@ import copy
 import pytest
 import torch
 
-from gemma4_static.reference import hf_prefill
+from gemma4_static.reference import hf_prefill, paired_hidden_states, paired_kv
 from gemma4_static.runtime import StaticGemma4Runtime
 from gemma4_static.samples import image_prompt, text_prompt
 
@@ -110,45 +110,25 @@ def test_fixed_slot_fusion_equals_masked_scatter(image_case):
 
 
 def _compare_layers(model, outputs, hf, valid: torch.Tensor, report) -> None:
-    """Each layer's output on valid positions; HF's last hidden state is after the final norm."""
-    length = valid.shape[1]
-    ours = list(outputs.hidden_states)
-    norm = model.model.language_model.norm if hasattr(model.model, "language_model") else model.model.norm
-    ours[-1] = norm(ours[-1])
-    assert len(ours) == len(hf.hidden_states)
-    worst = max(range(len(ours)), key=lambda i: float((ours[i][:, :length] - hf.hidden_states[i])[valid].abs().max()))
-    for index, (mine, theirs) in enumerate(zip(ours, hf.hidden_states, strict=True)):
+    """Each layer's output on valid positions, in order, so a failure names the first to diverge."""
+    pairs = paired_hidden_states(model, outputs.hidden_states, hf.hidden_states, valid)
+    errors = [float((mine - theirs).abs().max()) for mine, theirs in pairs]
+    for index, ((_, theirs), error) in enumerate(zip(pairs, errors, strict=True)):
         name = "embeddings" if index == 0 else f"layer {index - 1}"
-        error = float((mine[:, :length] - theirs)[valid].abs().max())
-        scale = float(theirs[valid].abs().max())
+        scale = float(theirs.abs().max())
         assert error <= RELATIVE_TOLERANCE * max(scale, 1.0), f"{name} diverged first: {error} (max |HF| {scale})"
-    _assert_close(
-        f"hidden states (worst: index {worst})", ours[worst][:, :length][valid], hf.hidden_states[worst][valid], report
-    )
+    worst = max(range(len(pairs)), key=errors.__getitem__)
+    _assert_close(f"hidden states (worst: index {worst})", *pairs[worst], report)
 
 
 def _compare_kv(runtime, hf, valid: torch.Tensor, report) -> None:
-    """Producing layers' K/V vs HF's cache: full layers keep every position, sliding layers HF keeps
-    only the last ``window - 1`` (of the padded batch), so those are compared where valid."""
-    length = valid.shape[1]
-    worst = 0.0
-    for index, source in enumerate(runtime.cache.sources):
-        if source != index:
-            continue
-        hf_layer = hf.cache.layers[index]
-        positions = torch.arange(length - hf_layer.keys.shape[2], length)
-        keep = valid[:, positions]
-        for ours, theirs, kind in (
-            (runtime.cache.keys, hf_layer.keys, "K"),
-            (runtime.cache.values, hf_layer.values, "V"),
-        ):
-            mine, reference = ours[index][:, :, positions].transpose(1, 2)[keep], theirs.transpose(1, 2)[keep]
-            error = float((mine - reference).abs().max())
-            scale = float(reference.abs().max())
-            assert error <= RELATIVE_TOLERANCE * max(scale, 1.0), f"layer {index} {kind}: {error} (max |HF| {scale})"
-            worst = max(worst, error)
-    producers = sum(source == index for index, source in enumerate(runtime.cache.sources))
-    report(f"K/V of {producers} producing layers vs HF cache: max abs diff {worst:.3g}")
+    """Producing layers' K/V vs HF's cache (see ``paired_kv`` for which positions HF keeps)."""
+    pairs = paired_kv(runtime.cache, hf.cache, valid)
+    for name, mine, theirs in pairs:
+        error, scale = float((mine - theirs).abs().max()), float(theirs.abs().max())
+        assert error <= RELATIVE_TOLERANCE * max(scale, 1.0), f"{name}: {error} (max |HF| {scale})"
+    worst = max(float((mine - theirs).abs().max()) for _, mine, theirs in pairs)
+    report(f"K/V of {len(pairs) // 2} producing layers vs HF cache: max abs diff {worst:.3g}")
 
 
 @pytest.mark.parametrize("batch", [1, 3])
