@@ -20,14 +20,18 @@ from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa")
 
 
-def expand_hf_mask(mask: torch.Tensor | None, batch: int, q_len: int, kv_len: int) -> torch.Tensor:
+def expand_hf_mask(
+    mask: torch.Tensor | None, batch: int, q_len: int, kv_len: int, *, causal: bool = True
+) -> torch.Tensor:
     """HF's mask as a boolean ``(B, 1, Q, K)`` pattern, ``True`` = allowed.
 
-    ``None`` means SDPA runs with ``is_causal = q_len > 1``: upper-left causal for ``q_len > 1``
-    and every key for a single query. A float mask allows exactly its ``0.0`` entries.
+    ``None`` means HF's attention runs without a mask, with ``is_causal = q_len > 1 and causal``
+    (``causal`` is the attention module's ``is_causal``, False for
+    ``use_bidirectional_attention == "all"``): upper-left causal, or every key. A float mask
+    allows exactly its ``0.0`` entries.
     """
     if mask is None:
-        if q_len == 1:
+        if q_len == 1 or not causal:
             pattern = torch.ones(1, kv_len, dtype=torch.bool)
         else:
             pattern = torch.ones(q_len, kv_len, dtype=torch.bool).tril()
@@ -71,7 +75,8 @@ def hf_prefill_bool_masks(
         )
     else:
         masks = create_masks_for_generate(text, inputs_embeds, attention_mask, None, position_ids)
-    return {name: expand_hf_mask(mask, batch, length, length) for name, mask in masks.items()}
+    causal = text.use_bidirectional_attention != "all"
+    return {name: expand_hf_mask(mask, batch, length, length, causal=causal) for name, mask in masks.items()}
 
 
 def hf_decode_visible_positions(

@@ -115,6 +115,8 @@ class StaticGemma4Runtime:
         self.lm_head = LMHead(text_model.norm.weight, model.lm_head.weight, eps, text_config.final_logit_softcapping)
         self.rope = RopeTables(self.view, max_seq)
         self.cache = StaticKVCache(self.view, batch_size=batch_size, max_seq=max_seq, dtype=self.dtype)
+        reusing = [index for index, source in enumerate(self.cache.sources) if source != index]
+        self.first_reusing_layer = reusing[0] if reusing else len(self.layers)
 
     def build_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> StaticInputs:
         """Validate and lay out processor outputs at ``(batch_size, max_seq)``."""
@@ -168,19 +170,36 @@ class StaticGemma4Runtime:
         token_types = inputs.mm_token_type_ids if soft_tokens is not None else None
 
         self.cache.reset()
-        states = [fused] if keep_intermediates and self.prefill_chunk is None else None
-        if self.prefill_chunk is None:
+        single_shot = self.prefill_chunk is None
+        states = [fused] if keep_intermediates and single_shot else None
+        # Layers that reuse K/V write nothing, so past the producers only the last token of each
+        # row matters (as HF's generate does); intermediates keep the full depth for debugging.
+        depth = len(self.layers) if states is not None else self.first_reusing_layer
+        if single_shot:
             masks = build_prefill_masks(self.view, inputs.valid, dtype=self.dtype, mm_token_type_ids=token_types)
             slots = torch.arange(self.layout.max_seq).expand(self.layout.batch_size, -1)
             hidden = self._run_layers(
-                fused, per_layer_inputs, slots, inputs.valid, masks, from_cache=False, states=states
+                fused, per_layer_inputs, slots, inputs.valid, masks, range(depth), from_cache=False, states=states
             )
         else:
-            hidden = self._prefill_chunks(fused, per_layer_inputs, inputs, token_types)
+            hidden = self._prefill_chunks(fused, per_layer_inputs, inputs, token_types, range(depth))
         self.cache.lengths.copy_(inputs.valid_length)
 
-        last = hidden[torch.arange(self.layout.batch_size), inputs.valid_length - 1]
-        logits = self.lm_head(last[:, None, :])[:, 0]
+        rows, last_index = torch.arange(self.layout.batch_size), inputs.valid_length - 1
+        last = hidden[rows, last_index][:, None]
+        if depth < len(self.layers):
+            slots = last_index[:, None]
+            masks = build_chunk_masks(self.view, inputs.valid, slots, dtype=self.dtype, mm_token_type_ids=token_types)
+            last = self._run_layers(
+                last,
+                per_layer_inputs[rows, last_index][:, None],
+                slots,
+                torch.zeros_like(slots, dtype=torch.bool),
+                masks,
+                range(depth, len(self.layers)),
+                from_cache=True,
+            )
+        logits = self.lm_head(last)[:, 0]
         if not keep_intermediates:
             return PrefillOutputs(logits=logits, inputs=inputs)
         return PrefillOutputs(
@@ -198,9 +217,10 @@ class StaticGemma4Runtime:
         per_layer_inputs: torch.Tensor,
         inputs: StaticInputs,
         token_types: torch.Tensor | None,
+        layers: range,
     ) -> torch.Tensor:
-        """Prefill chunk by chunk over the cache; returns ``(B, max_seq, H)`` (chunks past every
-        prompt are skipped and stay zero)."""
+        """Prefill ``layers`` chunk by chunk over the cache; returns ``(B, max_seq, H)`` (chunks past
+        every prompt are skipped and stay zero)."""
         chunk, batch = self.prefill_chunk, self.layout.batch_size
         hidden = torch.zeros_like(fused)
         slots_all = torch.arange(self.layout.max_seq)
@@ -210,7 +230,7 @@ class StaticGemma4Runtime:
             written = inputs.valid & (slots_all < start + chunk)
             masks = build_chunk_masks(self.view, written, slots, dtype=self.dtype, mm_token_type_ids=token_types)
             hidden[:, span] = self._run_layers(
-                fused[:, span], per_layer_inputs[:, span], slots, inputs.valid[:, span], masks, from_cache=True
+                fused[:, span], per_layer_inputs[:, span], slots, inputs.valid[:, span], masks, layers, from_cache=True
             )
         return hidden
 
@@ -221,26 +241,25 @@ class StaticGemma4Runtime:
         slots: torch.Tensor,
         keep: torch.Tensor,
         masks: dict[str, torch.Tensor],
+        layers: range,
         *,
         from_cache: bool,
         states: list[torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """Run every decoder layer on queries at ``slots (B, S)``; producing layers write their K/V
-        where ``keep (B, S)`` holds. ``from_cache``: attend over the static cache (chunks, decode)
-        instead of this step's K/V alone (single-shot prefill)."""
+        """Run decoder ``layers`` on queries at ``slots (B, S)``; producing layers write their K/V
+        where ``keep (B, S)`` holds. ``from_cache``: attend over the static cache (chunks, decode,
+        the reusing tail of a prefill) instead of this step's K/V alone (single-shot prefill)."""
         rope = self.rope(slots, dtype=self.dtype)
         produced: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        for index, (layer, layer_type) in enumerate(zip(self.layers, self.view.layer_types, strict=True)):
+        for index in layers:
+            layer, layer_type, source = self.layers[index], self.view.layer_types[index], self.cache.sources[index]
             cos, sin = rope[layer_type]
-            source = self.cache.sources[index]
-            if source != index:
-                kv = produced[source]
-            else:
-                kv = (self.cache.keys[index], self.cache.values[index]) if from_cache else None
+            # from the cache, or (single shot) the producer's K/V of this call; None for a producer
+            kv = (self.cache.keys[source], self.cache.values[source]) if from_cache else produced.get(source)
             hidden, key, value = layer(hidden, per_layer_inputs[:, :, index], cos, sin, masks[layer_type], kv, slots)
             if source == index:
                 self.cache.write(index, key, value, slots, keep)
-                produced[index] = (self.cache.keys[index], self.cache.values[index]) if from_cache else (key, value)
+                produced[index] = (key, value)
             if states is not None:
                 states.append(hidden)
         return hidden
@@ -274,7 +293,13 @@ class StaticGemma4Runtime:
         masks = build_decode_masks(self.view, written, positions, dtype=self.dtype)
         slots = positions[:, None]
         hidden = self._run_layers(
-            embeddings, per_layer_inputs, slots, torch.ones_like(slots, dtype=torch.bool), masks, from_cache=True
+            embeddings,
+            per_layer_inputs,
+            slots,
+            torch.ones_like(slots, dtype=torch.bool),
+            masks,
+            range(len(self.layers)),
+            from_cache=True,
         )
         self.cache.lengths += 1
         return self.lm_head(hidden)[:, 0]

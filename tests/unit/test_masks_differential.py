@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from gemma4_static import build_decode_bool_masks, build_prefill_bool_masks
 from gemma4_static.models import tiny_config
 from gemma4_static.reference import ATTN_IMPLEMENTATIONS, hf_decode_visible_positions, hf_prefill_bool_masks
-from tests.strategies import text_configs, token_types, valid_masks
+from tests.strategies import small_text_config, text_configs, token_types, valid_masks
 
 implementations = st.sampled_from(ATTN_IMPLEMENTATIONS)
 
@@ -43,3 +43,14 @@ def test_decode_visible_positions_equal_hf(config, valid, attn_implementation):
     ours = build_decode_bool_masks(config, valid, position)
     for name in ours:
         assert torch.equal(ours[name][:, 0, 0], theirs[name]), name
+
+
+def test_hf_none_for_an_unpadded_bidirectional_model_means_every_key():
+    """Found by the differential test: HF skips the mask of an unpadded "all" model, and there
+    ``None`` stands for no mask at all, not for SDPA's causal shortcut."""
+    config = small_text_config(sliding_window=1, layer_types=["full_attention"], bidirectional="all")
+    valid = torch.ones(1, 2, dtype=torch.bool)
+    for attn_implementation in ATTN_IMPLEMENTATIONS:
+        theirs = hf_prefill_bool_masks(config, valid, attn_implementation=attn_implementation)
+        assert torch.equal(theirs["full_attention"], torch.ones(1, 1, 2, 2, dtype=torch.bool))
+        assert torch.equal(build_prefill_bool_masks(config, valid)["full_attention"], theirs["full_attention"])
