@@ -142,6 +142,13 @@ def test_text_prefill_matches_hf(gemma4_model, batch, report):
     theirs = hf.logits[torch.arange(batch), prompt.last_index]
     _assert_close("last-token logits", outputs.logits, theirs, report)
     assert torch.equal(outputs.logits.argmax(-1), theirs.argmax(-1))
+    # without intermediates the K/V-reusing layers run for each row's last token only
+    _assert_close(
+        "last-token logits (reusing tail on the last token)",
+        runtime.prefill(prompt.input_ids, prompt.attention_mask),
+        theirs,
+        report,
+    )
 
 
 def test_image_prefill_matches_hf(image_case, tiny_model, report):
@@ -151,6 +158,8 @@ def test_image_prefill_matches_hf(image_case, tiny_model, report):
     _compare_kv(runtime, hf, valid, report)
     theirs = hf.logits[torch.arange(3), prompt.last_index]
     _assert_close("last-token logits (image)", outputs.logits, theirs, report)
+    args = (prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
+    _assert_close("last-token logits (image, reusing tail on the last token)", runtime.prefill(*args), theirs, report)
 
 
 @pytest.fixture(scope="module", params=["tiny", "e2b-geometry"])
