@@ -45,6 +45,17 @@ class StaticKVCache:
             buffer.zero_()
         self.lengths.zero_()
 
+    def next_slots(self) -> torch.Tensor:
+        """``(B,)`` the slot each row writes next (its length); ``ValueError`` ("cache is full") when a
+        row already holds ``max_seq`` tokens."""
+        full = self.lengths >= self.max_seq
+        if full.any():
+            raise ValueError(
+                f"cache is full: rows {full.nonzero().flatten().tolist()} already hold max_seq={self.max_seq} "
+                "tokens, nothing more can be decoded"
+            )
+        return self.lengths.clone()
+
     def write(
         self, layer: int, key: torch.Tensor, value: torch.Tensor, slots: torch.Tensor, keep: torch.Tensor
     ) -> None:

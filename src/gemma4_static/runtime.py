@@ -279,13 +279,7 @@ class StaticGemma4Runtime:
             raise ValueError(
                 f"next_ids hold ids outside the vocabulary [0, {self.vocab_size}): {next_ids.flatten().tolist()}"
             )
-        positions = self.cache.lengths.clone()
-        if int(positions.max()) >= self.layout.max_seq:
-            rows = (positions >= self.layout.max_seq).nonzero().flatten().tolist()
-            raise ValueError(
-                f"cache is full: rows {rows} already hold max_seq={self.layout.max_seq} tokens, "
-                "nothing more can be decoded"
-            )
+        positions = self.cache.next_slots()
         next_ids = next_ids.long()
         embeddings = self.embedding(next_ids)
         per_layer_inputs = self.per_layer_inputs(next_ids, embeddings)

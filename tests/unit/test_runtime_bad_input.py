@@ -209,3 +209,19 @@ def test_generate_never_writes_past_the_cache(text_runtime):
 def test_bad_prefill_chunks(tiny_model, kwargs, message):
     with pytest.raises(ValueError, match=message):
         StaticGemma4Runtime(tiny_model, **kwargs)
+
+
+def test_cache_refuses_writes_past_max_seq(text_runtime):
+    cache = text_runtime.cache
+    layer = next(iter(cache.keys))
+    key = torch.zeros(2, *cache.keys[layer].shape[1:2], 1, cache.keys[layer].shape[-1])
+    with pytest.raises(ValueError, match=r"cache is full: writing slot 16 but the static cache has max_seq=16 slots"):
+        cache.write(layer, key, key, torch.full((2, 1), 16), torch.ones(2, 1, dtype=torch.bool))
+
+
+def test_reusing_layer_needs_the_producers_kv(text_runtime):
+    layer = next(layer for layer in text_runtime.layers if layer.reuses_kv)
+    hidden, ple = torch.zeros(2, 1, 64), torch.zeros(2, 1, 16)
+    cos = sin = torch.zeros(2, 1, layer.head_dim)
+    with pytest.raises(ValueError, match=r"kv must be given to a layer that reuses K/V"):
+        layer(hidden, ple, cos, sin, torch.zeros(2, 1, 1, 1))
