@@ -13,7 +13,9 @@ import copy
 
 import pytest
 import torch
+from transformers import Gemma4ForCausalLM, Gemma4TextConfig
 
+from gemma4_static.models import tiny_config
 from gemma4_static.reference import hf_prefill, paired_hidden_states, paired_kv
 from gemma4_static.runtime import StaticGemma4Runtime
 from gemma4_static.samples import image_prompt, text_prompt
@@ -191,3 +193,35 @@ def test_bf16_prefill_is_as_accurate_as_hf_bf16(bf16_pair, report):
     top2 = theirs.topk(2, dim=-1).values
     decisive = (top2[:, 0] - top2[:, 1]) > 2 * difference
     assert torch.equal(ours.argmax(-1)[decisive], theirs.argmax(-1)[decisive])
+
+
+def test_attention_k_eq_v_variant_matches_hf(report):
+    """The larger Gemma 4 geometry: full layers with K = V (no v_proj) and their own KV-head count."""
+    text = tiny_config().text_config
+    config = Gemma4TextConfig(
+        **{
+            name: getattr(text, name)
+            for name in ("hidden_size", "intermediate_size", "num_hidden_layers", "layer_types")
+        },
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        global_head_dim=64,
+        num_global_key_value_heads=2,
+        attention_k_eq_v=True,
+        sliding_window=6,
+        vocab_size=512,
+        vocab_size_per_layer_input=512,
+        hidden_size_per_layer_input=16,
+        num_kv_shared_layers=4,
+        final_logit_softcapping=30.0,
+    )
+    torch.manual_seed(0)
+    model = Gemma4ForCausalLM(config).eval()
+    assert model.model.layers[4].self_attn.v_proj is None
+    prompt = text_prompt(config, [15, 9])
+    runtime = StaticGemma4Runtime(model, max_seq=20, batch_size=2)
+    theirs = hf_prefill(model, prompt).logits[torch.arange(2), prompt.last_index]
+    _assert_close(
+        "last-token logits (attention_k_eq_v)", runtime.prefill(prompt.input_ids, prompt.attention_mask), theirs, report
+    )
