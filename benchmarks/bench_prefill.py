@@ -15,9 +15,9 @@ import argparse
 import torch
 from timing import interleaved_medians
 
-from gemma4_static.models import build_default_model
+from gemma4_static.oracle.models import build_default_model
+from gemma4_static.oracle.samples import text_prompt
 from gemma4_static.runtime import StaticGemma4Runtime
-from gemma4_static.samples import text_prompt
 
 
 def main() -> None:

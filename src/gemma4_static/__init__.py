@@ -1,8 +1,12 @@
-"""gemma4-static: a static-shape runtime for Gemma 4 and its parity checks against transformers."""
+"""gemma4-static: a static-shape runtime for Gemma 4, checked stage by stage against transformers.
 
-from .config import FULL_ATTENTION, SLIDING_ATTENTION, TextConfigView, read_text_config
-from .inputs import StaticLayout
-from .masks import (
+Layers, each importing only those below it: ``spec`` (the one Hugging Face adapter) <- ``cpu``
+(inputs, masks, RoPE, cache) and ``npu`` (fixed-shape stages) <- ``runtime`` <- ``export`` <-
+``oracle`` (HF as the reference, verify) <- ``cli``.
+"""
+
+from .cpu.inputs import StaticLayout
+from .cpu.masks import (
     build_chunk_bool_masks,
     build_chunk_masks,
     build_decode_bool_masks,
@@ -11,8 +15,9 @@ from .masks import (
     build_prefill_masks,
     to_additive,
 )
-from .rope import RopeTables, build_rope, inverse_frequencies
+from .cpu.rope import RopeTables, build_rope, inverse_frequencies
 from .runtime import StaticGemma4Runtime
+from .spec import FULL_ATTENTION, SLIDING_ATTENTION, TextConfigView, read_text_config
 
 __all__ = [
     "FULL_ATTENTION",

@@ -1,7 +1,7 @@
 """Export of the NPU-side stages with ``torch.export`` at their static shapes.
 
-:func:`stage_cases` lists each stage with example inputs of the runtime's static shapes (seeded
-random values; integer inputs in range); :func:`export_stages` writes one ``.pt2`` per case and a
+:func:`stage_cases` lists each stage with the example inputs it declares at the runtime's static
+shapes (seeded random values; integer inputs in range); :func:`export_stages` writes one ``.pt2`` per case and a
 ``manifest.json`` of input and output shapes and dtypes.
 """
 
@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from .npu.decoder import MODES
 from .runtime import StaticGemma4Runtime
 
 
@@ -30,30 +31,15 @@ def _layer_cases(runtime: StaticGemma4Runtime, generator: torch.Generator, *, re
     """Decoder layers in prefill, chunk and decode mode; ``representative``: only the first layer of
     each (layer type, produces/reuses K/V) combination."""
     batch, max_seq = runtime.layout.batch_size, runtime.layout.max_seq
-    hidden_size = runtime.embedding.weight.shape[1]
-    ple_size = runtime.per_layer_inputs.size
-    chunk = runtime.prefill_chunk or min(16, max_seq)
-    dtype = runtime.dtype
+    lengths = {"prefill": max_seq, "chunk": runtime.layout.prefill_chunk or min(16, max_seq), "decode": 1}
     seen, cases = set(), []
-    for index, (layer, layer_type) in enumerate(zip(runtime.layers, runtime.view.layer_types, strict=True)):
+    for index, (layer, layer_type) in enumerate(zip(runtime.stages.layers, runtime.spec.text.layer_types, strict=True)):
         if representative and (layer_type, layer.reuses_kv) in seen:
             continue
         seen.add((layer_type, layer.reuses_kv))
-        spec = runtime.view.spec(layer_type)
         kind = "reuse" if layer.reuses_kv else "produce"
-        cache_shape = (batch, spec.num_kv_heads, max_seq, spec.head_dim)
-        cache = (torch.randn(cache_shape, generator=generator, dtype=dtype),) * 2
-        for mode, length in (("prefill", max_seq), ("chunk", chunk), ("decode", 1)):
-            keys = max_seq if mode != "prefill" or layer.reuses_kv else length
-            kv = cache if mode != "prefill" or layer.reuses_kv else None
-            args = (
-                torch.randn(batch, length, hidden_size, generator=generator, dtype=dtype),
-                torch.randn(batch, length, ple_size, generator=generator, dtype=dtype),
-                *runtime.rope(torch.arange(length).expand(batch, -1), dtype=dtype)[layer_type],
-                torch.zeros(batch, 1, length, keys, dtype=dtype),
-                kv,
-                torch.arange(length).expand(batch, -1).contiguous(),
-            )
+        for mode in MODES:
+            args = layer.example_inputs(batch, lengths[mode], generator, max_seq=max_seq, mode=mode)
             cases.append(StageCase(f"layer{index:02d}_{layer_type}_{kind}_{mode}", layer, args))
     return cases
 
@@ -66,25 +52,23 @@ def stage_cases(
     representative: bool = False,
     seed: int = 0,
 ) -> list[StageCase]:
-    """Every NPU-side stage of ``runtime`` with example inputs; the vision stage needs example
-    ``pixel_values``/``image_position_ids`` (their patch budget is the processor's)."""
+    """Every NPU-side stage of ``runtime`` with the example inputs it declares; the vision stage
+    needs example ``pixel_values``/``image_position_ids`` (their patch budget is the processor's)."""
     generator = torch.Generator().manual_seed(seed)
-    batch, max_seq = runtime.layout.batch_size, runtime.layout.max_seq
-    hidden_size = runtime.embedding.weight.shape[1]
-    ids = torch.randint(0, runtime.vocab_size, (batch, max_seq), generator=generator)
-    embeds = torch.randn(batch, max_seq, hidden_size, generator=generator, dtype=runtime.dtype)
+    stages, batch, max_seq = runtime.stages, runtime.layout.batch_size, runtime.layout.max_seq
     cases = [
-        StageCase("token_embedding", runtime.embedding, (ids,)),
-        StageCase("per_layer_inputs", runtime.per_layer_inputs, (ids, embeds)),
+        StageCase("token_embedding", stages.embedding, stages.embedding.example_inputs(batch, max_seq, generator)),
+        StageCase(
+            "per_layer_inputs",
+            stages.per_layer_inputs,
+            stages.per_layer_inputs.example_inputs(batch, max_seq, generator),
+        ),
     ]
-    if runtime.fusion is not None and pixel_values is not None:
-        soft = torch.randn(
-            batch, runtime.layout.num_visual_tokens, hidden_size, generator=generator, dtype=runtime.dtype
-        )
-        cases.append(StageCase("vision_prefill", runtime.vision, (pixel_values, image_position_ids)))
-        cases.append(StageCase("fusion", runtime.fusion, (embeds, soft)))
+    if stages.fusion is not None and pixel_values is not None:
+        cases.append(StageCase("vision_prefill", stages.vision, (pixel_values, image_position_ids)))
+        cases.append(StageCase("fusion", stages.fusion, stages.fusion.example_inputs(batch, max_seq, generator)))
     cases += _layer_cases(runtime, generator, representative=representative)
-    cases.append(StageCase("lm_head", runtime.lm_head, (embeds[:, :1],)))
+    cases.append(StageCase("lm_head", stages.lm_head, stages.lm_head.example_inputs(batch, 1, generator)))
     return cases
 
 

@@ -2,8 +2,8 @@
 
 HF runs each row of a ragged batch as its own batch-1 call (no padding to reason about); the static
 runtime runs the rows together, each at its own position. fp32 logits must agree within
-``2e-5 * max(1, max|HF|)``: the same per-layer rounding argument as the prefill suite, over a path
-that only appends steps.
+``tolerances.RELATIVE`` (``2e-5 * max(1, max|HF|)``): the same per-layer rounding argument as the
+prefill suite, over a path that only appends steps; greedy tokens and argmaxes exactly.
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gemma4_static.reference import hf_decode_logits, hf_generate
+from gemma4_static.oracle import parity
+from gemma4_static.oracle.report import assert_rows_pass, merge
+from gemma4_static.oracle.samples import image_prompt, text_prompt
 from gemma4_static.runtime import StaticGemma4Runtime
-from gemma4_static.samples import image_prompt, text_prompt
-
-RELATIVE_TOLERANCE = 2e-5
 
 
 def _window(model) -> int:
@@ -36,16 +35,11 @@ def test_decode_logits_match_hf(gemma4_model, report):
     tokens = torch.randint(3, min(vocab, 400), (3, steps), generator=torch.Generator().manual_seed(1))
     runtime = StaticGemma4Runtime(gemma4_model, max_seq=int(prompt.attention_mask.sum(1).max()) + steps, batch_size=3)
     runtime.prefill(prompt.input_ids, prompt.attention_mask)
-    ours = torch.stack([runtime.decode_one(tokens[:, t : t + 1]) for t in range(steps)], dim=1)  # (B, T, V)
-    worst = 0.0
-    for row in range(3):
-        theirs = hf_decode_logits(gemma4_model, prompt.row(row), tokens[row])
-        error = float((ours[row] - theirs).abs().max())
-        assert error <= RELATIVE_TOLERANCE * max(1.0, float(theirs.abs().max())), f"row {row}: {error}"
-        assert torch.equal(ours[row].argmax(-1), theirs.argmax(-1))
-        worst = max(worst, error)
+    rows = parity.decode_rows(gemma4_model, runtime, prompt, tokens, torch.float32)
+    worst = merge([row for row in rows if row.check.endswith("logits")], "decode steps", "logits").value
     last = int(runtime.cache.lengths.max()) - 1
     report(f"decode: {3 * steps} steps (3 rows x {steps}, up to position {last}), max |logit diff| {worst:.3g}")
+    assert_rows_pass(rows)
 
 
 @pytest.mark.parametrize("batch", [1, 3])
@@ -55,10 +49,7 @@ def test_generate_equals_hf_text(gemma4_model, batch, report):
     prompt = text_prompt(gemma4_model.config, lengths, seed=5)
     new_tokens = 12
     runtime = StaticGemma4Runtime(gemma4_model, max_seq=max(lengths) + new_tokens, batch_size=batch)
-    ours = runtime.generate(prompt.input_ids, prompt.attention_mask, max_new_tokens=new_tokens)
-    for row in range(batch):
-        theirs = hf_generate(gemma4_model, prompt.row(row), max_new_tokens=new_tokens, eos_token_id=None)
-        assert torch.equal(ours[row], theirs), f"row {row}: {ours[row].tolist()} != {theirs.tolist()}"
+    assert_rows_pass(parity.generation_rows(gemma4_model, runtime, prompt, max_new_tokens=new_tokens))
     report(f"generate (text, batch {batch}): {batch * new_tokens} tokens identical to HF")
 
 
@@ -68,9 +59,8 @@ def test_generate_stops_rows_at_eos_like_hf(tiny_model):
     free = runtime.generate(prompt.input_ids, prompt.attention_mask, max_new_tokens=12)
     eos = int(free[1, 3])  # row 1 emits it at step 3, so that row stops early while the others go on
     ours = runtime.generate(prompt.input_ids, prompt.attention_mask, max_new_tokens=12, eos_token_id=eos)
-    assert (ours[1, 4:] == runtime.pad_token_id).all()
-    for row in range(3):
-        assert torch.equal(ours[row], hf_generate(tiny_model, prompt.row(row), max_new_tokens=12, eos_token_id=eos))
+    assert (ours[1, 4:] == runtime.spec.pad_token_id).all()
+    assert_rows_pass(parity.generation_rows(tiny_model, runtime, prompt, max_new_tokens=12, eos_token_id=eos))
 
 
 @pytest.mark.parametrize("batch", [1, 2])
@@ -82,15 +72,7 @@ def test_generate_equals_hf_with_an_image(tiny_model, batch, report):
         batch_size=batch,
         **prompt.image_slot,
     )
-    ours = runtime.generate(
-        prompt.input_ids,
-        prompt.attention_mask,
-        max_new_tokens=10,
-        pixel_values=prompt.pixel_values,
-        image_position_ids=prompt.image_position_ids,
-    )
-    for row in range(batch):
-        assert torch.equal(ours[row], hf_generate(tiny_model, prompt.row(row), max_new_tokens=10, eos_token_id=None))
+    assert_rows_pass(parity.generation_rows(tiny_model, runtime, prompt, max_new_tokens=10))
     report(f"generate (image, batch {batch}): {batch * 10} tokens identical to HF")
 
 
@@ -134,8 +116,8 @@ def test_chunked_prefill_with_an_image(tiny_model, report):
 
 
 def _assert_within(name, ours, theirs, report) -> None:
-    error = float((ours - theirs).abs().max())
-    scale = max(1.0, float(theirs.abs().max()))
+    """Chunked vs single-shot: the same fp32 stage tolerance as against HF (only summation orders differ)."""
+    row = parity.stage_row("chunked prefill", name, ours, theirs, torch.float32)
     if report is not None:
-        report(f"{name}: max abs diff {error:.3g}")
-    assert error <= RELATIVE_TOLERANCE * scale, f"{name}: {error}"
+        report(f"{name}: max abs diff {row.value:.3g}")
+    assert_rows_pass([row])

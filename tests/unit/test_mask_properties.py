@@ -13,7 +13,7 @@ from gemma4_static import (
     build_prefill_masks,
     read_text_config,
 )
-from gemma4_static.masks import vision_block_ids
+from gemma4_static.cpu.rules import vision_block_ids
 from tests.strategies import WINDOW_HUGE, WINDOW_ONE, text_configs, token_types, valid_masks
 
 causal_configs = text_configs(bidirectional=st.just(None))

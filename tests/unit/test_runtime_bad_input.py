@@ -8,9 +8,9 @@ import pytest
 import torch
 from transformers import Gemma4ForCausalLM
 
-from gemma4_static.inputs import StaticLayout
+from gemma4_static.cpu.inputs import StaticLayout
+from gemma4_static.oracle.samples import image_prompt, text_prompt
 from gemma4_static.runtime import StaticGemma4Runtime
-from gemma4_static.samples import image_prompt, text_prompt
 
 
 @pytest.fixture(scope="module")
@@ -220,7 +220,7 @@ def test_cache_refuses_writes_past_max_seq(text_runtime):
 
 
 def test_reusing_layer_needs_the_producers_kv(text_runtime):
-    layer = next(layer for layer in text_runtime.layers if layer.reuses_kv)
+    layer = next(layer for layer in text_runtime.stages.layers if layer.reuses_kv)
     hidden, ple = torch.zeros(2, 1, 64), torch.zeros(2, 1, 16)
     cos = sin = torch.zeros(2, 1, layer.head_dim)
     with pytest.raises(ValueError, match=r"kv must be given to a layer that reuses K/V"):

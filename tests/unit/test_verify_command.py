@@ -9,9 +9,9 @@ import sys
 import pytest
 import torch
 
-from gemma4_static import __main__ as cli
-from gemma4_static import models, verify
-from gemma4_static.rope import build_rope
+from gemma4_static import cli
+from gemma4_static.cpu.rope import build_rope
+from gemma4_static.oracle import models, parity
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +59,7 @@ def test_rope_off_by_one_position_fails_its_rows(monkeypatch, capsys, tmp_path):
     def shifted(config, position_ids, *, dtype=torch.float32):
         return build_rope(config, position_ids + 1, dtype=dtype)
 
-    monkeypatch.setattr(verify, "build_rope", shifted)
+    monkeypatch.setattr(parity, "build_rope", shifted)
     report_path = tmp_path / "report.json"
     assert cli.main(["verify", "--json", str(report_path)]) == 1
     rows = json.loads(report_path.read_text())["rows"]

@@ -1,34 +1,22 @@
-"""The static KV cache and the shared-KV producer/consumer map."""
+"""The static KV cache: buffers per producing layer and each row's length (its next slot)."""
 
 from __future__ import annotations
 
 import torch
 
-from .config import TextConfigView
-
-
-def kv_sources(view: TextConfigView) -> tuple[int, ...]:
-    """For each layer, the index of the layer whose K/V it attends over (itself unless it reuses).
-
-    A ``reuse`` layer reads the K/V stored by the last ``store`` layer of its own type.
-    """
-    stores = {view.layer_types[i]: i for i, mode in enumerate(view.kv_sharing_modes) if mode == "store"}
-    return tuple(
-        stores[layer_type] if mode == "reuse" else i
-        for i, (layer_type, mode) in enumerate(zip(view.layer_types, view.kv_sharing_modes, strict=True))
-    )
+from ..spec import TextConfigView
 
 
 class StaticKVCache:
     """Per producing layer a ``(B, kv_heads, max_seq, head_dim_of_type)`` key and value buffer.
 
-    Layers that reuse another layer's K/V hold no buffer. ``lengths`` ``(B,)`` counts the written
-    slots per row; slot ``p`` holds absolute position ``p``.
+    Layers that reuse another layer's K/V (``sources[layer] != layer``) hold no buffer. The cache
+    owns ``lengths`` ``(B,)``, the written slots per row; slot ``p`` holds absolute position ``p``.
     """
 
     def __init__(self, view: TextConfigView, *, batch_size: int, max_seq: int, dtype: torch.dtype) -> None:
         self.max_seq = max_seq
-        self.sources = kv_sources(view)
+        self.sources = view.kv_sources
         self.keys: dict[int, torch.Tensor] = {}
         self.values: dict[int, torch.Tensor] = {}
         for layer, source in enumerate(self.sources):
@@ -38,23 +26,36 @@ class StaticKVCache:
                 self.keys[layer] = torch.zeros(shape, dtype=dtype)
                 self.values[layer] = torch.zeros(shape, dtype=dtype)
         self.lengths = torch.zeros(batch_size, dtype=torch.long)
+        self._slots = torch.arange(max_seq)
 
-    def reset(self) -> None:
-        """Forget every written slot."""
+    def reset(self, lengths: torch.Tensor | None = None) -> None:
+        """Forget every written slot; a prefill then states how many it writes per row (``(B,)``)."""
         for buffer in (*self.keys.values(), *self.values.values()):
             buffer.zero_()
-        self.lengths.zero_()
+        if lengths is None:
+            self.lengths.zero_()
+        else:
+            self.lengths.copy_(lengths)
 
-    def next_slots(self) -> torch.Tensor:
-        """``(B,)`` the slot each row writes next (its length); ``ValueError`` ("cache is full") when a
-        row already holds ``max_seq`` tokens."""
+    def advance(self) -> torch.Tensor:
+        """Claim one more slot per row for a decode step and return it ``(B,)`` (the old lengths).
+
+        Raises ``ValueError`` ("cache is full") without changing anything when a row already holds
+        ``max_seq`` tokens.
+        """
         full = self.lengths >= self.max_seq
         if full.any():
             raise ValueError(
                 f"cache is full: rows {full.nonzero().flatten().tolist()} already hold max_seq={self.max_seq} "
                 "tokens, nothing more can be decoded"
             )
-        return self.lengths.clone()
+        slots = self.lengths.clone()
+        self.lengths += 1
+        return slots
+
+    def valid_slots(self) -> torch.Tensor:
+        """``(B, max_seq)`` bool: the slots each row has written."""
+        return self._slots[None, :] < self.lengths[:, None]
 
     def write(
         self, layer: int, key: torch.Tensor, value: torch.Tensor, slots: torch.Tensor, keep: torch.Tensor

@@ -1,6 +1,6 @@
-"""Hugging Face as the oracle: adapters that ask transformers for its masks and RoPE and put the
-answer in a comparable form. Used by the verification flow and the parity tests, never by the
-runtime.
+"""Hugging Face as the oracle: adapters that ask transformers for its masks, RoPE, forward,
+decode and generation and put the answer in a comparable form. Used by the parity checks, never by
+the runtime.
 
 HF may answer a mask request with ``None`` (SDPA's ``is_causal`` shortcut), a float additive mask
 (eager) or a boolean mask (sdpa); :func:`expand_hf_mask` turns each into the boolean pattern it
@@ -16,6 +16,8 @@ import torch
 from transformers import DynamicCache, Gemma4ForConditionalGeneration, GenerationConfig
 from transformers.masking_utils import create_masks_for_generate
 from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
+
+from ..spec import text_module
 
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa")
 
@@ -127,7 +129,7 @@ def hf_rope(
 
 @torch.no_grad()
 def hf_prefill(model: Any, prompt: Any) -> Any:
-    """HF's forward on a :class:`~gemma4_static.samples.Prompt`: logits, every hidden state and the
+    """HF's forward on a :class:`~gemma4_static.oracle.samples.Prompt`: logits, every hidden state and the
     filled ``DynamicCache`` (``output.cache``), with ``mm_token_type_ids`` when the prompt has an image."""
     return model(**prompt.hf_kwargs(), output_hidden_states=True, use_cache=True)
 
@@ -163,8 +165,7 @@ def paired_hidden_states(
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """``(ours, HF)`` per entry of ``output_hidden_states`` (embeddings, then each layer), restricted
     to the ``valid (B, S)`` positions. HF's last entry is after the final norm, so ours gets it too."""
-    text_model = getattr(model.model, "language_model", model.model)
-    ours = (*ours[:-1], text_model.norm(ours[-1]))
+    ours = (*ours[:-1], text_module(model).norm(ours[-1]))
     length = valid.shape[1]
     return [(mine[:, :length][valid], reference[valid]) for mine, reference in zip(ours, theirs, strict=True)]
 

@@ -24,6 +24,8 @@ from transformers import (
     PreTrainedModel,
 )
 
+from ..spec import text_module
+
 MODEL_NAMES = ("tiny", "e2b-geometry")
 DEFAULT_SEED = 0
 
@@ -117,12 +119,10 @@ def build_default_model(name: str, *, seed: int = DEFAULT_SEED) -> PreTrainedMod
     torch.manual_seed(seed)
     if name == "tiny":
         model = Gemma4ForConditionalGeneration(tiny_config()).eval()
-        text_model = model.model.language_model
     else:
         model = Gemma4ForCausalLM(e2b_geometry_config()).eval()
-        text_model = model.model
     with torch.no_grad():
-        for layer in text_model.layers:
+        for layer in text_module(model).layers:
             attention = layer.self_attn
             for norm in (attention.q_norm, getattr(attention, "k_norm", None)):
                 if norm is not None:

@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from .checks import floating_dtype, position_ids_2d
-from .config import RopeSpec, read_text_config
+from ..spec import RopeSpec, read_text_config
+from .checks import floating_dtype, position_ids_2d, positive_int
 
 _MIN_TABLE_LENGTH = 256
 
@@ -35,11 +35,6 @@ def inverse_frequencies(spec: RopeSpec) -> torch.Tensor:
     return inv_freq / spec.factor
 
 
-def attention_scaling(spec: RopeSpec) -> float:
-    """Post-scaling of cos/sin. Both supported RoPE types leave it at 1.0."""
-    return 1.0
-
-
 class RopeTable:
     """fp32 cos/sin for positions ``[0, length)`` of one RoPE spec, each ``(length, head_dim)``."""
 
@@ -48,16 +43,11 @@ class RopeTable:
         self.length = length
         freqs = torch.arange(length, dtype=torch.float32)[:, None] * inverse_frequencies(spec)[None, :]
         angles = torch.cat((freqs, freqs), dim=-1)
-        scale = attention_scaling(spec)
-        self.cos = angles.cos() * scale
-        self.sin = angles.sin() * scale
+        self.cos, self.sin = angles.cos(), angles.sin()
 
     def lookup(self, position_ids: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """Gather ``(B, S, head_dim)`` cos/sin for integer ``position_ids`` ``(B, S)``, cast to ``dtype``."""
-        if int(position_ids.max()) >= self.length:
-            raise ValueError(
-                f"position_ids reach {int(position_ids.max())}, beyond this table's {self.length} positions"
-            )
+        """Gather ``(B, S, head_dim)`` cos/sin for long ``position_ids`` ``(B, S)`` in ``[0, length)``,
+        cast to ``dtype`` (trusted arguments)."""
         cos = torch.nn.functional.embedding(position_ids, self.cos)  # a row gather, much faster than indexing
         sin = torch.nn.functional.embedding(position_ids, self.sin)
         return cos.to(dtype), sin.to(dtype)
@@ -67,10 +57,8 @@ class RopeTables:
     """One :class:`RopeTable` per layer type of a model, for positions ``[0, max_seq)``."""
 
     def __init__(self, text_config: Any, max_seq: int) -> None:
-        if not isinstance(max_seq, int) or isinstance(max_seq, bool) or max_seq < 1:
-            raise ValueError(f"max_seq must be a positive int, got {max_seq!r}")
+        self.max_seq = positive_int(max_seq, "max_seq")
         view = read_text_config(text_config)
-        self.max_seq = max_seq
         self.tables = {name: _cached_table(spec.rope, max_seq) for name, spec in view.type_specs}
 
     def __call__(
@@ -79,6 +67,14 @@ class RopeTables:
         """``{layer_type: (cos, sin)}``, each ``(B, S, head_dim_of_type)`` in ``dtype``."""
         dtype = floating_dtype(dtype)
         position_ids = position_ids_2d(position_ids)
+        if int(position_ids.max()) >= self.max_seq:
+            raise ValueError(
+                f"position_ids reach {int(position_ids.max())}, beyond this table's {self.max_seq} positions"
+            )
+        return self.lookup(position_ids, dtype)
+
+    def lookup(self, position_ids: torch.Tensor, dtype: torch.dtype) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """:meth:`__call__` for the runtime's own long ``(B, S)`` positions, without re-validating them."""
         return {name: table.lookup(position_ids, dtype) for name, table in self.tables.items()}
 
 

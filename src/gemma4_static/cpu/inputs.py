@@ -1,4 +1,5 @@
-"""Static input building: right padding to ``max_seq``, image placeholders, validity, lengths."""
+"""Static inputs: the layout, right padding to ``max_seq``, image placeholders, validity, lengths,
+and the checks of what a caller feeds the runtime (decode ids, images)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import torch
 
-from .checks import valid_token_mask
+from .checks import positive_int, valid_token_mask
 
 
 @dataclass(frozen=True)
@@ -16,18 +17,20 @@ class StaticLayout:
 
     ``visual_start_idx``/``num_visual_tokens`` describe the one image slot per row (both ``None``
     for text-only): soft tokens occupy ``[visual_start_idx, visual_start_idx + num_visual_tokens)``.
+    ``prefill_chunk`` (``None``: single shot) must tile ``max_seq`` and keep the image slot inside
+    one chunk (its tokens attend to each other bidirectionally, which a chunk cannot do across a
+    later chunk).
     """
 
     max_seq: int
     batch_size: int = 1
     visual_start_idx: int | None = None
     num_visual_tokens: int | None = None
+    prefill_chunk: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_seq", "batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        positive_int(self.max_seq, "max_seq")
+        positive_int(self.batch_size, "batch_size")
         if (self.visual_start_idx is None) != (self.num_visual_tokens is None):
             raise ValueError(
                 "visual_start_idx and num_visual_tokens must be given together, got "
@@ -41,6 +44,22 @@ class StaticLayout:
                 )
             if start + count > self.max_seq:
                 raise ValueError(f"the image slot [{start}, {start + count}) does not fit in max_seq={self.max_seq}")
+        if self.prefill_chunk is not None:
+            self._check_chunk()
+
+    def _check_chunk(self) -> None:
+        chunk = self.prefill_chunk
+        if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1:
+            raise ValueError(f"prefill_chunk must be a positive int or None, got {chunk!r}")
+        if self.max_seq % chunk:
+            raise ValueError(f"prefill_chunk={chunk} must divide max_seq={self.max_seq}")
+        if self.has_image_slot:
+            first, last = self.visual_start_idx, self.visual_start_idx + self.num_visual_tokens - 1
+            if first // chunk != last // chunk:
+                raise ValueError(
+                    f"the image slot [{first}, {last + 1}) crosses a boundary of prefill_chunk={chunk}; "
+                    "choose visual_start_idx and prefill_chunk so that the image lies inside one chunk"
+                )
 
     @property
     def has_image_slot(self) -> bool:
@@ -150,6 +169,53 @@ def _check_image_slot(is_image: torch.Tensor, layout: StaticLayout) -> torch.Ten
         f"row {row}'s image placeholders sit at {positions[0]}..{positions[-1]}, expected the contiguous slot "
         f"starting at visual_start_idx={layout.visual_start_idx}"
     )
+
+
+def check_next_ids(next_ids: Any, *, batch_size: int, vocab_size: int) -> torch.Tensor:
+    """Decode input ``(B, 1)`` integer ids inside the vocabulary, as long."""
+    if not isinstance(next_ids, torch.Tensor) or next_ids.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"next_ids must be an integer torch.Tensor of shape (B, 1), got {next_ids!r}")
+    if next_ids.shape != (batch_size, 1):
+        raise ValueError(f"next_ids must have shape (batch_size, 1) = ({batch_size}, 1), got {tuple(next_ids.shape)}")
+    if ((next_ids < 0) | (next_ids >= vocab_size)).any():
+        raise ValueError(f"next_ids hold ids outside the vocabulary [0, {vocab_size}): {next_ids.flatten().tolist()}")
+    return next_ids.long()
+
+
+def check_image_inputs(
+    pixel_values: Any, image_position_ids: Any, layout: StaticLayout, *, pooling_kernel_size: int | None
+) -> bool:
+    """Whether an image is given; ``ValueError`` unless images, model (``pooling_kernel_size`` is
+    ``None`` without a vision tower) and the layout's image slot agree."""
+    if pixel_values is None:
+        if layout.has_image_slot:
+            raise ValueError("the layout has an image slot: pixel_values and image_position_ids are required")
+        if image_position_ids is not None:
+            raise ValueError("image_position_ids given without pixel_values")
+        return False
+    if pooling_kernel_size is None:
+        raise ValueError("pixel_values given, but this model has no vision tower (text-only Gemma 4)")
+    if not layout.has_image_slot:
+        raise ValueError("pixel_values given, but the layout has no image slot (visual_start_idx, num_visual_tokens)")
+    if image_position_ids is None:
+        raise ValueError("pixel_values need image_position_ids (from the Gemma 4 image processor)")
+    batch = layout.batch_size
+    if (
+        pixel_values.dim() != 3
+        or pixel_values.shape[0] != batch
+        or image_position_ids.shape[:2] != pixel_values.shape[:2]
+    ):
+        raise ValueError(
+            f"pixel_values must be (batch_size={batch}, patches, channels) with image_position_ids "
+            f"(batch_size, patches, 2), got {tuple(pixel_values.shape)} and {tuple(image_position_ids.shape)}"
+        )
+    soft_per_image = (image_position_ids != -1).all(dim=-1).sum(dim=-1) // pooling_kernel_size**2
+    if (soft_per_image != layout.num_visual_tokens).any():
+        raise ValueError(
+            f"the images give {soft_per_image.tolist()} soft tokens, "
+            f"but the layout's num_visual_tokens is {layout.num_visual_tokens}"
+        )
+    return True
 
 
 def _describe(value: Any) -> str:

@@ -1,7 +1,7 @@
-"""The one place that reads Hugging Face's Gemma 4 text config into what the runtime needs.
+"""Gemma 4 text config -> :class:`TextConfigView`: what masks, RoPE and the KV cache read.
 
-Everything downstream (masks, RoPE, caches) takes a :class:`TextConfigView`; HF attribute names
-appear only here.
+Configs are recognised by their fields (``layer_types``, ``per_layer_config``), never by importing
+``transformers``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class LayerTypeSpec:
 
 @dataclass(frozen=True)
 class TextConfigView:
-    """What the static runtime needs from a ``Gemma4TextConfig``.
+    """What masks, RoPE and the KV cache need from a ``Gemma4TextConfig``.
 
     ``sliding_window`` is HF's stored value: for ``use_bidirectional_attention == "all"`` HF has
     already converted it to the exclusive half-width ``window // 2 + 1``.
@@ -47,7 +47,6 @@ class TextConfigView:
     type_specs: tuple[tuple[str, LayerTypeSpec], ...]
     sliding_window: int
     use_bidirectional_attention: str | None
-    num_attention_heads: int
     kv_sharing_modes: tuple[str | None, ...]
 
     def spec(self, layer_type: str) -> LayerTypeSpec:
@@ -63,6 +62,18 @@ class TextConfigView:
     def unique_layer_types(self) -> tuple[str, ...]:
         """Layer types present in the model, in canonical order (full, then sliding)."""
         return tuple(name for name, _ in self.type_specs)
+
+    @property
+    def kv_sources(self) -> tuple[int, ...]:
+        """For each layer, the index of the layer whose K/V it attends over (itself unless it reuses).
+
+        A ``reuse`` layer reads the K/V stored by the last ``store`` layer of its own type.
+        """
+        stores = {self.layer_types[i]: i for i, mode in enumerate(self.kv_sharing_modes) if mode == "store"}
+        return tuple(
+            stores[layer_type] if mode == "reuse" else i
+            for i, (layer_type, mode) in enumerate(zip(self.layer_types, self.kv_sharing_modes, strict=True))
+        )
 
 
 def read_text_config(config: Any) -> TextConfigView:
@@ -88,13 +99,11 @@ def read_text_config(config: Any) -> TextConfigView:
         raise ValueError(f"sliding_window must be an integer >= 1, got {sliding_window!r}")
 
     present = tuple(t for t in LAYER_TYPES if t in layer_types)
-    type_specs = tuple((t, _read_layer_type(config, t)) for t in present)
     return TextConfigView(
         layer_types=layer_types,
-        type_specs=type_specs,
+        type_specs=tuple((t, _read_layer_type(config, t)) for t in present),
         sliding_window=int(sliding_window),
         use_bidirectional_attention=config.use_bidirectional_attention,
-        num_attention_heads=int(config.num_attention_heads),
         kv_sharing_modes=tuple(config.kv_sharing_modes),
     )
 
@@ -129,10 +138,4 @@ def _read_rope(params: dict[str, Any], layer_type: str, head_dim: int) -> RopeSp
         partial = params.get("partial_rotary_factor", 1.0)
         if not isinstance(partial, int | float) or not 0.0 <= partial <= 1.0:
             raise ValueError(f"{field}['partial_rotary_factor'] must be in [0, 1], got {partial!r}")
-    return RopeSpec(
-        rope_type=rope_type,
-        theta=float(theta),
-        head_dim=head_dim,
-        partial_rotary_factor=float(partial),
-        factor=float(factor),
-    )
+    return RopeSpec(rope_type, float(theta), head_dim, float(partial), float(factor))

@@ -1,0 +1,71 @@
+"""Command line: ``gemma4-static verify`` (also ``python -m gemma4_static verify``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # verification never reaches the network
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gemma4-static", description="Static-shape Gemma 4 runtime tools.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    verify = commands.add_parser("verify", help="check every runtime stage against HF transformers")
+    verify.add_argument(
+        "--config",
+        choices=("tiny", "e2b-geometry"),
+        default="tiny",
+        help="embedded default model to verify (default: tiny); ignored with --checkpoint",
+    )
+    verify.add_argument("--checkpoint", type=Path, metavar="PATH", help="a local Gemma 4 checkpoint folder")
+    verify.add_argument("--max-seq", type=int, help="static length (default: the sample prompt + steps + 1)")
+    verify.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32", help="model and runtime dtype")
+    verify.add_argument("--steps", type=int, help="decode and generation steps (default: 2 * window + 3, at most 24)")
+    verify.add_argument("--json", type=Path, metavar="FILE", help="also write the report as JSON to FILE")
+    verify.add_argument("--no-export", action="store_true", help="skip the torch.export round-trip")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    import torch
+
+    from .oracle.models import build_default_model, load_checkpoint
+    from .oracle.report import format_row, write_json
+    from .oracle.verify import run_verification
+
+    started = time.perf_counter()
+    if args.checkpoint is not None:
+        try:
+            model = load_checkpoint(args.checkpoint)
+        except ValueError as error:
+            print(f"gemma4-static verify: {error}", file=sys.stderr)
+            return 2
+        name = str(args.checkpoint)
+    else:
+        model = build_default_model(args.config)
+        name = args.config
+    dtype = getattr(torch, args.dtype)
+    print(f"gemma4-static verify: {name} ({type(model).__name__}, {args.dtype})", flush=True)
+    try:
+        rows = run_verification(
+            model,
+            dtype=dtype,
+            max_seq=args.max_seq,
+            steps=args.steps,
+            export=not args.no_export,
+            on_row=lambda row: print(format_row(row), flush=True),
+        )
+    except ValueError as error:
+        print(f"gemma4-static verify: {error}", file=sys.stderr)
+        return 2
+    failed = [row for row in rows if not row.passed]
+    elapsed = time.perf_counter() - started
+    print(f"verify: {len(rows) - len(failed)} rows PASS, {len(failed)} FAIL ({elapsed:.1f} s)")
+    if args.json is not None:
+        write_json(rows, args.json, model=name)
+    return 1 if failed else 0

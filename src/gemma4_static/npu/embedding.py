@@ -1,0 +1,57 @@
+"""Token embedding and per-layer embeddings (PLE): ``ids`` -> ``(B, S, H)`` and ``(B, S, L, P)``."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..spec import ModelSpec, ModelWeights
+from .ops import rms_norm
+
+
+class TokenEmbedding(nn.Module):
+    """``ids (B, S)`` -> ``(B, S, H)``: the table row times ``sqrt(H)`` cast to the weight dtype (as HF)."""
+
+    def __init__(self, weight: torch.Tensor, scale: float) -> None:
+        super().__init__()
+        self.weight = weight
+        self.register_buffer("scale", torch.tensor(scale), persistent=False)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return F.embedding(input_ids, self.weight) * self.scale.to(self.weight.dtype)
+
+    def example_inputs(self, batch: int, length: int, generator: torch.Generator) -> tuple[torch.Tensor]:
+        """Random in-vocabulary ids ``(batch, length)``."""
+        return (torch.randint(0, self.weight.shape[0], (batch, length), generator=generator),)
+
+
+class PerLayerInputs(nn.Module):
+    """Per-layer embeddings (PLE): ``(ids (B, S), embeds (B, S, H))`` -> ``(B, S, L, P)``.
+
+    ``ids`` are the LLM-side ids (image positions already replaced by the pad id); ``embeds`` are
+    the fused embeddings. Result: ``(norm(proj(embeds) / sqrt(H)) + table[ids] * sqrt(P)) / sqrt(2)``.
+    """
+
+    def __init__(self, spec: ModelSpec, weights: ModelWeights) -> None:
+        super().__init__()
+        self.num_layers = spec.num_layers
+        self.size = spec.per_layer_input_size
+        self.eps = spec.rms_norm_eps
+        self.table = TokenEmbedding(weights.per_layer_table, self.size**0.5)
+        self.projection = weights.per_layer_projection
+        self.projection_scale = spec.hidden_size**-0.5
+        self.norm_weight = weights.per_layer_projection_norm
+
+    def forward(self, input_ids: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
+        shape = (*input_ids.shape, self.num_layers, self.size)
+        identity = self.table(input_ids).reshape(shape)
+        context = (F.linear(embeds, self.projection) * self.projection_scale).reshape(shape)
+        context = rms_norm(context, self.norm_weight, self.eps)
+        return (context + identity) * 2.0**-0.5
+
+    def example_inputs(self, batch: int, length: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Random ids ``(batch, length)`` and embeddings ``(batch, length, H)``."""
+        (ids,) = self.table.example_inputs(batch, length, generator)
+        embeds = torch.randn(batch, length, self.projection.shape[1], generator=generator, dtype=self.projection.dtype)
+        return ids, embeds

@@ -1,0 +1,44 @@
+"""All NPU-side stages of one model at one static layout, built from the spec and its weights."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..spec import ModelSpec, ModelWeights
+from .decoder import DecoderLayer
+from .embedding import PerLayerInputs, TokenEmbedding
+from .fusion import FixedSlotFusion
+from .lm_head import LMHead
+from .vision import VisionPrefill
+
+
+@dataclass(frozen=True)
+class Stages:
+    """The fixed-shape stages a deployment runs; ``vision``/``fusion`` are ``None`` without an image slot
+    (``vision`` also for a text-only model)."""
+
+    embedding: TokenEmbedding
+    per_layer_inputs: PerLayerInputs
+    vision: VisionPrefill | None
+    fusion: FixedSlotFusion | None
+    layers: tuple[DecoderLayer, ...]
+    lm_head: LMHead
+
+
+def build_stages(spec: ModelSpec, weights: ModelWeights, *, image_slot: tuple[int, int] | None) -> Stages:
+    """The stages of ``spec``; ``image_slot`` is ``(visual_start_idx, num_visual_tokens)`` or ``None``."""
+    vision = None
+    if weights.vision_tower is not None:
+        vision = VisionPrefill(weights.vision_tower, weights.embed_vision, spec.pooling_kernel_size)
+    fusion = None if image_slot is None else FixedSlotFusion(*image_slot, spec.hidden_size, spec.dtype)
+    return Stages(
+        embedding=TokenEmbedding(weights.embed_tokens, spec.hidden_size**0.5),
+        per_layer_inputs=PerLayerInputs(spec, weights),
+        vision=vision,
+        fusion=fusion,
+        layers=tuple(
+            DecoderLayer(layer, eps=spec.rms_norm_eps, num_kv_heads=spec.text.spec(layer_type).num_kv_heads)
+            for layer, layer_type in zip(weights.layers, spec.text.layer_types, strict=True)
+        ),
+        lm_head=LMHead(weights.final_norm, weights.lm_head, spec.rms_norm_eps, spec.final_logit_softcapping),
+    )

@@ -1,0 +1,250 @@
+"""Each parity check of the static runtime against HF, written once, returning report rows.
+
+``gemma4-static verify`` merges the rows into its report; the parametrized tests assert them with
+:func:`~gemma4_static.oracle.report.assert_rows_pass`, which names the first row that failed. Rows
+come in data-flow order (embeddings before layer 0, layer 0 before layer 1, K before V).
+Tolerances come from :mod:`~gemma4_static.oracle.tolerances`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..cpu.masks import build_decode_bool_masks, build_prefill_bool_masks
+from ..cpu.rope import build_rope
+from ..export import StageCase, export_case
+from ..runtime import PrefillOutputs, StaticGemma4Runtime
+from ..spec import text_module
+from . import tolerances
+from .hf import (
+    hf_decode_logits,
+    hf_decode_visible_positions,
+    hf_generate,
+    hf_prefill_bool_masks,
+    hf_rope,
+    paired_hidden_states,
+    paired_kv,
+)
+from .report import Row
+from .samples import Prompt
+
+
+def compare(stage: str, check: str, ours: torch.Tensor, theirs: torch.Tensor, tolerance: float) -> Row:
+    """Max abs diff of ``ours`` vs ``theirs`` (``inf`` when the shapes differ)."""
+    if ours.shape != theirs.shape:
+        return Row(
+            stage,
+            f"{check} (shape {tuple(ours.shape)} vs {tuple(theirs.shape)})",
+            "max abs diff",
+            float("inf"),
+            tolerance,
+        )
+    error = float((ours.float() - theirs.float()).abs().max()) if ours.numel() else 0.0
+    return Row(stage, check, "max abs diff", error, tolerance)
+
+
+def stage_row(stage: str, check: str, ours: torch.Tensor, theirs: torch.Tensor, dtype: torch.dtype) -> Row:
+    """A stage output against HF within the dtype's relative tolerance."""
+    return compare(stage, check, ours, theirs, tolerances.relative(dtype, theirs))
+
+
+def _count(stage: str, check: str, metric: str, differing: int) -> Row:
+    return Row(stage, check, metric, differing, tolerances.EXACT)
+
+
+def static_input_row(prompt: Prompt, outputs: PrefillOutputs, spec: Any) -> Row:
+    """The static inputs vs what HF sees: ids (image placeholders -> pad), valid mask, lengths, token types."""
+    inputs, length, pad = outputs.inputs, prompt.input_ids.shape[1], spec.pad_token_id
+    llm_ids = prompt.input_ids.clone()
+    if spec.image_token_id is not None:
+        llm_ids[llm_ids == spec.image_token_id] = pad  # HF's llm_input_ids
+    mismatches = (
+        int((inputs.raw_ids[:, :length] != prompt.input_ids).sum())
+        + int((inputs.raw_ids[:, length:] != pad).sum())
+        + int((inputs.input_ids[:, :length] != llm_ids).sum())
+        + int((inputs.valid[:, :length] != prompt.attention_mask.bool()).sum())
+        + int(inputs.valid[:, length:].sum())
+        + int((inputs.valid_length != prompt.attention_mask.sum(dim=1)).sum())
+        + int((inputs.mm_token_type_ids[:, :length] != prompt.mm_token_type_ids).sum())
+    )
+    return _count("static inputs", "ids, valid mask, lengths, image slot", "mismatched entries", mismatches)
+
+
+def embedding_row(model: Any, runtime: StaticGemma4Runtime, ids: torch.Tensor) -> Row:
+    """Token embedding vs ``get_input_embeddings``: exact (the same lookup and scale)."""
+    theirs = model.get_input_embeddings()(ids)
+    return compare(
+        "token embedding", "vs get_input_embeddings", runtime.stages.embedding(ids), theirs, tolerances.EXACT
+    )
+
+
+def ple_row(model: Any, outputs: PrefillOutputs, dtype: torch.dtype) -> Row:
+    """Per-layer inputs ``(B, S, L, P)`` vs HF's ``project_per_layer_inputs`` on the same fused embeddings."""
+    text = text_module(model)
+    fused = outputs.hidden_states[0]
+    theirs = text.project_per_layer_inputs(fused, text.get_per_layer_inputs(outputs.inputs.input_ids, None))
+    return stage_row("PLE", "vs project_per_layer_inputs", outputs.per_layer_inputs, theirs, dtype)
+
+
+def vision_row(model: Any, prompt: Prompt, outputs: PrefillOutputs, dtype: torch.dtype) -> Row:
+    """Soft tokens vs ``get_image_features``."""
+    pooled = model.model.get_image_features(prompt.pixel_values, prompt.image_position_ids).pooler_output
+    return stage_row("vision prefill", "vs get_image_features", outputs.soft_tokens, torch.stack(pooled), dtype)
+
+
+def fusion_row(outputs: PrefillOutputs) -> Row:
+    """Fixed-slot fusion vs ``masked_scatter``: exact (the same values moved)."""
+    embeds, soft = outputs.embeddings, outputs.soft_tokens
+    is_image = outputs.inputs.mm_token_type_ids.bool()[..., None].expand_as(embeds)
+    theirs = embeds.masked_scatter(is_image, soft.reshape(-1, soft.shape[-1]))
+    return compare("fusion", "vs masked_scatter", outputs.hidden_states[0], theirs, tolerances.EXACT)
+
+
+def _mask_rows(stage: str, note: str, ours: dict[str, torch.Tensor], theirs: dict[str, torch.Tensor]) -> list[Row]:
+    rows = []
+    for name in sorted(ours.keys() | theirs.keys()):
+        mine, reference = ours.get(name), theirs.get(name)
+        if mine is None or reference is None or mine.shape != reference.shape:
+            differing = max(t.numel() for t in (mine, reference) if t is not None)  # all of it
+        else:
+            differing = int((mine != reference).sum())
+        metric = "mismatched slots" if stage == "masks decode" else "mismatched entries"
+        rows.append(_count(stage, f"{name} {note}", metric, differing))
+    return rows
+
+
+def prefill_mask_rows(
+    config: Any, valid: torch.Tensor, attn_implementation: str, *, mm_token_type_ids: torch.Tensor | None = None
+) -> list[Row]:
+    """Boolean prefill masks vs HF's, one row per layer type (``None`` from HF is expanded, never skipped)."""
+    ours = build_prefill_bool_masks(config, valid, mm_token_type_ids=mm_token_type_ids)
+    theirs = hf_prefill_bool_masks(
+        config, valid, attn_implementation=attn_implementation, mm_token_type_ids=mm_token_type_ids
+    )
+    stage = "masks vision" if mm_token_type_ids is not None else "masks prefill"
+    return _mask_rows(stage, attn_implementation, ours, theirs)
+
+
+def decode_mask_rows(config: Any, valid: torch.Tensor, attn_implementation: str, *, unwritten: int = 4) -> list[Row]:
+    """The next token's visible absolute positions vs HF with a ``DynamicCache``, one row per layer type.
+
+    ``valid`` ``(B, P + 1)``: ``P`` cached tokens and the new one at position ``P``; the static cache
+    has ``unwritten`` more slots, which must stay invisible (HF's sliding cache keeps only the last
+    ``window - 1`` keys, so masks are compared as absolute positions).
+    """
+    batch, total = valid.shape
+    static_valid = torch.zeros(batch, total + unwritten, dtype=torch.bool)
+    static_valid[:, :total] = valid
+    ours = {name: mask[:, 0, 0] for name, mask in build_decode_bool_masks(config, static_valid, total - 1).items()}
+    theirs = hf_decode_visible_positions(config, valid, attn_implementation=attn_implementation)
+    padded = {
+        name: torch.cat((row, torch.zeros(batch, unwritten, dtype=torch.bool)), dim=1) for name, row in theirs.items()
+    }
+    return _mask_rows("masks decode", attn_implementation, ours, padded)
+
+
+def rope_rows(config: Any, position_ids: torch.Tensor, dtype: torch.dtype) -> list[Row]:
+    """cos/sin per layer type vs ``Gemma4TextRotaryEmbedding`` (``inf`` on a dtype or shape mismatch)."""
+    ours, theirs = build_rope(config, position_ids, dtype=dtype), hf_rope(config, position_ids, dtype=dtype)
+    rows = []
+    for name in sorted(ours.keys() | theirs.keys()):
+        check = f"{name} {str(dtype).removeprefix('torch.')}"
+        mine, reference = ours.get(name), theirs.get(name)
+        if mine is None or reference is None or any(a.dtype != dtype for a in (*mine, *reference)):
+            rows.append(Row("RoPE", check, "max abs diff", float("inf"), tolerances.ROPE[dtype]))
+            continue
+        cos, sin = (compare("RoPE", check, a, b, tolerances.ROPE[dtype]) for a, b in zip(mine, reference, strict=True))
+        rows.append(max(cos, sin, key=lambda row: row.value))
+    return rows
+
+
+def hidden_state_rows(
+    model: Any, outputs: PrefillOutputs, hf_output: Any, valid: torch.Tensor, dtype: torch.dtype
+) -> list[Row]:
+    """The embeddings and each layer's output on the valid positions, in layer order."""
+    pairs = paired_hidden_states(model, outputs.hidden_states, hf_output.hidden_states, valid)
+    return [
+        stage_row("decoder layers", "embeddings" if index == 0 else f"layer {index - 1}", mine, theirs, dtype)
+        for index, (mine, theirs) in enumerate(pairs)
+    ]
+
+
+def kv_rows(runtime: StaticGemma4Runtime, hf_output: Any, valid: torch.Tensor, dtype: torch.dtype) -> list[Row]:
+    """K and V of every producing layer vs HF's cache (on the positions HF keeps, see ``paired_kv``)."""
+    return [
+        stage_row("KV cache", name, mine, theirs, dtype)
+        for name, mine, theirs in paired_kv(runtime.cache, hf_output.cache, valid)
+    ]
+
+
+def logits_rows(ours: torch.Tensor, theirs: torch.Tensor, dtype: torch.dtype) -> list[Row]:
+    """Last-token logits ``(B, vocab)``; in fp32 also the argmax of every row (in bf16 ties may flip)."""
+    rows = [stage_row("prefill logits", "last valid token per row", ours, theirs, dtype)]
+    if dtype == torch.float32:
+        flips = int((ours.argmax(-1) != theirs.argmax(-1)).sum())
+        rows.append(_count("prefill logits", "argmax agreement", "rows with another argmax", flips))
+    return rows
+
+
+def decode_rows(
+    model: Any, runtime: StaticGemma4Runtime, prompt: Prompt, tokens: torch.Tensor, dtype: torch.dtype
+) -> list[Row]:
+    """Feed ``tokens (B, T)`` through ``runtime.decode_one`` (after its prefill of ``prompt``) and
+    through HF's ``DynamicCache`` row by row; per row the logits and, in fp32, the argmax of each step."""
+    steps = tokens.shape[1]
+    ours = torch.stack([runtime.decode_one(tokens[:, t : t + 1]) for t in range(steps)], dim=1)  # (B, T, V)
+    rows = []
+    for row in range(tokens.shape[0]):
+        theirs = hf_decode_logits(model, prompt.row(row), tokens[row])
+        rows.append(stage_row("decode steps", f"row {row} logits", ours[row], theirs, dtype))
+        if dtype == torch.float32:
+            flips = int((ours[row].argmax(-1) != theirs.argmax(-1)).sum())
+            rows.append(_count("decode steps", f"row {row} argmax", "steps with another argmax", flips))
+    return rows
+
+
+def generation_rows(
+    model: Any, runtime: StaticGemma4Runtime, prompt: Prompt, *, max_new_tokens: int, eos_token_id: int | None = None
+) -> list[Row]:
+    """Greedy ``runtime.generate`` vs HF ``generate`` (batch-1 calls), one row per prompt row."""
+    ours = runtime.generate(
+        prompt.input_ids,
+        prompt.attention_mask,
+        max_new_tokens=max_new_tokens,
+        eos_token_id=eos_token_id,
+        pixel_values=prompt.pixel_values,
+        image_position_ids=prompt.image_position_ids,
+    )
+    rows = []
+    for row in range(ours.shape[0]):
+        theirs = hf_generate(model, prompt.row(row), max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
+        rows.append(_count("generation", f"row {row}", "tokens not matched", int((ours[row] != theirs).sum())))
+    return rows
+
+
+def export_rows(cases: list[StageCase]) -> list[Row]:
+    """Each stage case exported with ``torch.export`` replays its eager output, output by output."""
+    rows = []
+    for case in cases:
+        eager, exported = _flatten(case.module(*case.args)), _flatten(export_case(case).module()(*case.args))
+        for index, (mine, reference) in enumerate(zip(exported, eager, strict=True)):
+            tolerance = tolerances.scaled(tolerances.EXPORT_RELATIVE, reference)
+            if mine.dtype != reference.dtype:
+                rows.append(
+                    Row(
+                        "export round-trip",
+                        f"{case.name} output {index} dtype",
+                        "max abs diff",
+                        float("inf"),
+                        tolerance,
+                    )
+                )
+            else:
+                rows.append(compare("export round-trip", f"{case.name} output {index}", mine, reference, tolerance))
+    return rows
+
+
+def _flatten(value: Any) -> list[torch.Tensor]:
+    return [item for part in value for item in _flatten(part)] if isinstance(value, tuple | list) else [value]

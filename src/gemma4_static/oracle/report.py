@@ -1,0 +1,67 @@
+"""Parity results as report rows: one measured value against its tolerance, printed or as JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Row:
+    """One report line: ``value`` is compared against ``tolerance`` (``value <= tolerance`` passes)."""
+
+    stage: str
+    check: str
+    metric: str
+    value: float
+    tolerance: float
+
+    @property
+    def passed(self) -> bool:
+        return self.value <= self.tolerance
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "status": "PASS" if self.passed else "FAIL"}
+
+
+def merge(rows: Iterable[Row], stage: str, check: str) -> Row:
+    """One row for several: counts (tolerance 0) add up; errors keep the row that is worst relative
+    to its own tolerance, so the merged row fails exactly when one of its rows fails."""
+    rows = list(rows)
+    if all(row.tolerance == 0 for row in rows):
+        return Row(stage, check, rows[0].metric, sum(row.value for row in rows), 0.0)
+    worst = max(rows, key=_badness)
+    return Row(stage, check, worst.metric, worst.value, worst.tolerance)
+
+
+def _badness(row: Row) -> float:
+    if row.tolerance:
+        return row.value / row.tolerance
+    return float("inf") if row.value > 0 else 0.0
+
+
+def assert_rows_pass(rows: Iterable[Row], *, context: str = "") -> None:
+    """``AssertionError`` naming the first failing row (rows come in data-flow order, so it is
+    where the divergence starts) and how many failed; ``context`` says which case it was."""
+    rows = list(rows)
+    failed = [row for row in rows if not row.passed]
+    if failed:
+        where = f"{context}: " if context else ""
+        raise AssertionError(f"{where}{len(failed)} of {len(rows)} rows failed; first: {format_row(failed[0])}")
+
+
+def format_row(row: Row) -> str:
+    status = "PASS" if row.passed else "FAIL"
+    return f"{status}  {row.stage:<17} {row.check:<58} {row.metric} = {row.value:.3g} (tolerance {row.tolerance:.3g})"
+
+
+def write_json(rows: list[Row], path: Path, *, model: str) -> None:
+    report = {
+        "model": model,
+        "passed": all(row.passed for row in rows),
+        "rows": [row.as_dict() for row in rows],
+    }
+    path.write_text(json.dumps(report, indent=2) + "\n")

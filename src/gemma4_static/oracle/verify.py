@@ -1,0 +1,211 @@
+"""The side-by-side verification flow: every parity check of :mod:`.parity` on one model, merged
+into report rows (stage, check, metric, value, tolerance, PASS/FAIL)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..export import stage_cases
+from ..runtime import PrefillOutputs, StaticGemma4Runtime
+from ..spec import read_text_config
+from . import parity, tolerances
+from .hf import ATTN_IMPLEMENTATIONS, hf_prefill
+from .layouts import LENGTHS, PADDINGS, sequence_length, valid_mask
+from .report import Row, merge
+from .samples import Prompt, image_prompt, text_prompt
+
+LAYER_GROUP = 5  # report decoder layers in groups of one 4:1 period
+
+
+@dataclass
+class Session:
+    """Everything the stage checks share: the model, the sample prompt, the runtime, and the
+    prefill outputs of both sides (computed once)."""
+
+    model: Any
+    dtype: torch.dtype
+    steps: int
+    prompt: Prompt
+    runtime: StaticGemma4Runtime
+    ours: PrefillOutputs
+    theirs: Any
+
+    @property
+    def config(self) -> Any:
+        return self.model.config
+
+    @property
+    def window(self) -> int:
+        return read_text_config(self.config).sliding_window
+
+
+def open_session(
+    model: Any, *, dtype: torch.dtype = torch.float32, max_seq: int | None = None, steps: int | None = None
+) -> Session:
+    """Prepare a verification run: a ragged batch-2 sample prompt (with one image per row on a
+    multimodal model), a runtime sized for it plus ``steps`` decode steps, and both prefills."""
+    if dtype not in tolerances.RELATIVE:
+        raise ValueError(f"dtype must be one of {list(tolerances.RELATIVE)}, got {dtype}")
+    model = model if dtype == torch.float32 else copy.deepcopy(model).to(dtype)
+    window = read_text_config(model.config).sliding_window
+    steps = steps if steps is not None else min(2 * window + 3, 24)
+    if getattr(model.model, "vision_tower", None) is not None:
+        prompt = image_prompt(model.config, text_after=[6, 2])
+    else:
+        prompt = text_prompt(model.config, [window + 3, window // 2])
+    needed = prompt.input_ids.shape[1] + steps + 1
+    max_seq = needed if max_seq is None else max_seq
+    if max_seq < needed:
+        raise ValueError(f"max_seq must be at least {needed} for this prompt and {steps} steps, got {max_seq}")
+    runtime = StaticGemma4Runtime(model, max_seq=max_seq, batch_size=prompt.input_ids.shape[0], **prompt.image_slot)
+    ours = runtime.prefill_outputs(
+        prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids, keep_intermediates=True
+    )
+    return Session(model, dtype, steps, prompt, runtime, ours, hf_prefill(model, prompt))
+
+
+def input_rows(session: Session) -> Iterator[Row]:
+    """Static inputs, token embedding, PLE, vision prefill and fusion vs what HF computes."""
+    ours = session.ours
+    yield parity.static_input_row(session.prompt, ours, session.runtime.spec)
+    yield parity.embedding_row(session.model, session.runtime, ours.inputs.input_ids)
+    yield parity.ple_row(session.model, ours, session.dtype)
+    if ours.soft_tokens is not None:
+        yield parity.vision_row(session.model, session.prompt, ours, session.dtype)
+        yield parity.fusion_row(ours)
+
+
+def _merged_by_check(rows: list[Row], label: Callable[[Row], str]) -> Iterator[Row]:
+    """Rows merged per ``label(row)``, in first-seen order."""
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        groups.setdefault(label(row), []).append(row)
+    for check, members in groups.items():
+        yield merge(members, members[0].stage, check)
+
+
+def prefill_mask_rows(session: Session) -> Iterator[Row]:
+    """Prefill masks vs HF under each attention implementation, over lengths x batch x padding."""
+    for attn_implementation in ATTN_IMPLEMENTATIONS:
+        cases = [
+            valid_mask(padding, batch, sequence_length(kind, session.window))
+            for kind in LENGTHS
+            for batch in (1, 3)
+            for padding in PADDINGS
+        ]
+        rows = [row for valid in cases for row in parity.prefill_mask_rows(session.config, valid, attn_implementation)]
+        suffix = f"({len(cases)} layouts)"
+        yield from _merged_by_check(rows, lambda row, suffix=suffix: f"{row.check} {suffix}")
+
+
+def decode_mask_rows(session: Session) -> Iterator[Row]:
+    """Decode masks vs HF with a DynamicCache, as visible absolute positions around the window edges."""
+    window = session.window
+    positions = sorted({1, window - 1, window, window + 1, 2 * window + 3})
+    for attn_implementation in ATTN_IMPLEMENTATIONS:
+        rows = [
+            row
+            for position in positions
+            for row in parity.decode_mask_rows(session.config, valid_mask("left", 3, position + 1), attn_implementation)
+        ]
+        yield from _merged_by_check(rows, lambda row: f"{row.check} (positions {positions})")
+
+
+def vision_mask_rows(session: Session) -> Iterator[Row]:
+    """Vision-bidirectional prefill masks vs HF's vision mask path (only for such models)."""
+    if read_text_config(session.config).use_bidirectional_attention != "vision":
+        return
+    window = session.window
+    length = 3 * window + 4
+    types = torch.zeros(2, length, dtype=torch.long)
+    types[0, 2 : 2 + 2 * window] = 1  # an image block longer than the window
+    types[1, 1 : 1 + window // 2] = 1
+    types[1, 2 + window // 2 : 2 + window] = 1
+    valid = valid_mask("right", 2, length)
+    for attn_implementation in ATTN_IMPLEMENTATIONS:
+        yield from parity.prefill_mask_rows(session.config, valid, attn_implementation, mm_token_type_ids=types)
+
+
+def rope_rows(session: Session) -> Iterator[Row]:
+    """RoPE per layer type and dtype vs ``Gemma4TextRotaryEmbedding``, positions ``[0, 4100)``."""
+    positions = torch.arange(tolerances.ROPE_POSITIONS)[None]
+    for dtype in tolerances.ROPE:
+        yield from parity.rope_rows(session.config, positions, dtype)
+
+
+def layer_rows(session: Session) -> Iterator[Row]:
+    """Every decoder layer's output (grouped), every producing layer's K/V and the prefill logits."""
+    valid = session.prompt.attention_mask.bool()
+    layers = parity.hidden_state_rows(session.model, session.ours, session.theirs, valid, session.dtype)[1:]
+    for start in range(0, len(layers), LAYER_GROUP):
+        group = layers[start : start + LAYER_GROUP]
+        yield merge(group, "decoder layers", f"layers {start}-{start + len(group) - 1} hidden states")
+    kv = parity.kv_rows(session.runtime, session.theirs, valid, session.dtype)
+    for kind in ("K", "V"):
+        chosen = [row for row in kv if row.check.endswith(kind)]
+        yield merge(chosen, "KV cache", f"{kind} of {len(chosen)} producing layers vs HF cache")
+    hf_logits = session.theirs.logits[torch.arange(valid.shape[0]), session.prompt.last_index]
+    yield from parity.logits_rows(session.ours.logits, hf_logits, session.dtype)
+
+
+def decode_rows(session: Session) -> Iterator[Row]:
+    """``steps`` decode steps per row vs HF's DynamicCache, then greedy generation vs HF generate."""
+    prompt, runtime, steps = session.prompt, session.runtime, session.steps
+    batch = prompt.input_ids.shape[0]
+    vocab = runtime.spec.vocab_size
+    tokens = torch.randint(3, min(vocab, 400), (batch, steps), generator=torch.Generator().manual_seed(1))
+    rows = parity.decode_rows(session.model, runtime, prompt, tokens, session.dtype)
+    logits = [row for row in rows if row.check.endswith("logits")]
+    yield merge(logits, "decode steps", f"{batch} rows x {steps} steps, logits")
+    if session.dtype != torch.float32:
+        return  # greedy ties may flip legitimately at bf16 precision
+    generated = parity.generation_rows(session.model, runtime, prompt, max_new_tokens=steps)
+    yield merge(generated, "generation", f"{batch} rows x {steps} greedy tokens vs HF generate")
+
+
+def export_rows(session: Session) -> Iterator[Row]:
+    """Each stage exported with torch.export (one representative layer per type and K/V role, in
+    prefill, chunk and decode mode) replays its eager output."""
+    cases = stage_cases(
+        session.runtime,
+        pixel_values=session.prompt.pixel_values,
+        image_position_ids=session.prompt.image_position_ids,
+        representative=True,
+    )
+    yield merge(parity.export_rows(cases), "export round-trip", f"{len(cases)} stages, exported vs eager")
+
+
+STAGES: tuple[Callable[[Session], Iterator[Row]], ...] = (
+    input_rows,
+    prefill_mask_rows,
+    decode_mask_rows,
+    vision_mask_rows,
+    rope_rows,
+    layer_rows,
+    decode_rows,
+)
+
+
+@torch.no_grad()
+def run_verification(
+    model: Any,
+    *,
+    dtype: torch.dtype = torch.float32,
+    max_seq: int | None = None,
+    steps: int | None = None,
+    export: bool = True,
+    on_row: Callable[[Row], None] = lambda row: None,
+) -> list[Row]:
+    """Run every stage check on ``model`` (an HF Gemma 4 model); ``on_row`` sees each row as it finishes."""
+    session = open_session(model, dtype=dtype, max_seq=max_seq, steps=steps)
+    rows = []
+    for stage in (*STAGES, export_rows) if export else STAGES:
+        for row in stage(session):
+            on_row(row)
+            rows.append(row)
+    return rows

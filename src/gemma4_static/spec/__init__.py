@@ -1,0 +1,33 @@
+"""The one Hugging Face adapter: every HF attribute name the runtime reads appears in this package.
+
+``config``: a Gemma 4 text config as a frozen :class:`TextConfigView` (masks, RoPE, cache).
+``model``: an HF Gemma 4 model as a :class:`ModelSpec` and the weights of each stage. Nothing here
+imports ``transformers``: the runtime reads HF objects, it does not depend on HF's code.
+"""
+
+from .config import (
+    FULL_ATTENTION,
+    LAYER_TYPES,
+    SLIDING_ATTENTION,
+    LayerTypeSpec,
+    RopeSpec,
+    TextConfigView,
+    read_text_config,
+)
+from .model import DecoderWeights, ModelSpec, ModelWeights, model_class, read_model, text_module
+
+__all__ = [
+    "FULL_ATTENTION",
+    "LAYER_TYPES",
+    "SLIDING_ATTENTION",
+    "DecoderWeights",
+    "LayerTypeSpec",
+    "ModelSpec",
+    "ModelWeights",
+    "RopeSpec",
+    "TextConfigView",
+    "model_class",
+    "read_model",
+    "read_text_config",
+    "text_module",
+]

@@ -1,0 +1,165 @@
+"""HF Gemma 4 model -> :class:`ModelSpec` and :class:`ModelWeights`: model class, variant gate, sizes,
+ids and the weights each stage holds. Models are recognised by their class names, so nothing here
+imports ``transformers``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from .config import TextConfigView, read_text_config
+
+MULTIMODAL_MODEL = "Gemma4ForConditionalGeneration"
+TEXT_MODEL = "Gemma4ForCausalLM"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The sizes and ids of a supported Gemma 4 model, beside its :class:`TextConfigView`."""
+
+    text: TextConfigView
+    hidden_size: int
+    vocab_size: int
+    per_layer_input_size: int
+    rms_norm_eps: float
+    final_logit_softcapping: float | None
+    pad_token_id: int
+    image_token_id: int | None
+    pooling_kernel_size: int | None
+    dtype: torch.dtype
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.text.layer_types)
+
+
+@dataclass(frozen=True)
+class DecoderWeights:
+    """One decoder layer's weights by role: projections as ``nn.Linear``, norm weights as tensors.
+
+    ``k_proj``/``k_norm`` are ``None`` for a layer that reuses K/V, ``v_proj`` also when K = V.
+    """
+
+    head_dim: int
+    q_proj: nn.Linear
+    k_proj: nn.Linear | None
+    v_proj: nn.Linear | None
+    o_proj: nn.Linear
+    q_norm: torch.Tensor
+    k_norm: torch.Tensor | None
+    gate_proj: nn.Linear
+    up_proj: nn.Linear
+    down_proj: nn.Linear
+    input_norm: torch.Tensor
+    post_attention_norm: torch.Tensor
+    pre_feedforward_norm: torch.Tensor
+    post_feedforward_norm: torch.Tensor
+    ple_gate: nn.Linear
+    ple_projection: nn.Linear
+    post_ple_norm: torch.Tensor
+    layer_scalar: torch.Tensor
+
+
+@dataclass(frozen=True)
+class ModelWeights:
+    """The weights each stage holds (shared with the HF model, never copied).
+
+    ``vision_tower``/``embed_vision`` are HF's vision modules (``None`` for a text-only model).
+    """
+
+    embed_tokens: torch.Tensor
+    per_layer_table: torch.Tensor
+    per_layer_projection: torch.Tensor
+    per_layer_projection_norm: torch.Tensor
+    layers: tuple[DecoderWeights, ...]
+    final_norm: torch.Tensor
+    lm_head: torch.Tensor
+    vision_tower: nn.Module | None
+    embed_vision: nn.Module | None
+
+
+def model_class(model: Any) -> str:
+    """``MULTIMODAL_MODEL`` or ``TEXT_MODEL`` for an HF Gemma 4 model (or a subclass); ``TypeError`` otherwise."""
+    names = {cls.__name__ for cls in type(model).__mro__}
+    for name in (MULTIMODAL_MODEL, TEXT_MODEL):
+        if name in names:
+            return name
+    raise TypeError(f"model must be a {MULTIMODAL_MODEL} or {TEXT_MODEL}, got {type(model).__name__}")
+
+
+def text_module(model: Any) -> nn.Module:
+    """The ``Gemma4TextModel`` inside an HF Gemma 4 model."""
+    return model.model.language_model if model_class(model) == MULTIMODAL_MODEL else model.model
+
+
+def read_model(model: Any) -> tuple[ModelSpec, ModelWeights]:
+    """The spec and stage weights of an HF ``Gemma4ForConditionalGeneration`` / ``Gemma4ForCausalLM``.
+
+    ``TypeError`` for another model; ``ValueError`` naming the feature for an unsupported variant.
+    """
+    text = text_module(model)
+    config = text.config
+    if config.enable_moe_block:
+        raise ValueError("this Gemma 4 variant is not supported yet: enable_moe_block=True (mixture-of-experts blocks)")
+    if not config.hidden_size_per_layer_input:
+        raise ValueError(
+            "this Gemma 4 variant is not supported yet: hidden_size_per_layer_input=0 "
+            "(models without per-layer embeddings)"
+        )
+    multimodal = model_class(model) == MULTIMODAL_MODEL
+    vision_tower = model.model.vision_tower if multimodal else None
+    spec = ModelSpec(
+        text=read_text_config(config),
+        hidden_size=int(config.hidden_size),
+        vocab_size=int(config.vocab_size),
+        per_layer_input_size=int(config.hidden_size_per_layer_input),
+        rms_norm_eps=float(config.rms_norm_eps),
+        final_logit_softcapping=config.final_logit_softcapping,
+        pad_token_id=int(config.pad_token_id),
+        image_token_id=model.config.image_token_id if multimodal else None,
+        pooling_kernel_size=vision_tower.config.pooling_kernel_size if vision_tower is not None else None,
+        dtype=text.embed_tokens.weight.dtype,
+    )
+    weights = ModelWeights(
+        embed_tokens=text.embed_tokens.weight,
+        per_layer_table=text.embed_tokens_per_layer.weight,
+        per_layer_projection=text.per_layer_model_projection.weight,
+        per_layer_projection_norm=text.per_layer_projection_norm.weight,
+        layers=tuple(
+            _decoder_weights(layer, produces=mode != "reuse")
+            for layer, mode in zip(text.layers, spec.text.kv_sharing_modes, strict=True)
+        ),
+        final_norm=text.norm.weight,
+        lm_head=model.lm_head.weight,
+        vision_tower=vision_tower,
+        embed_vision=model.model.embed_vision if vision_tower is not None else None,
+    )
+    return spec, weights
+
+
+def _decoder_weights(layer: nn.Module, *, produces: bool) -> DecoderWeights:
+    attention, mlp = layer.self_attn, layer.mlp
+    return DecoderWeights(
+        head_dim=int(attention.head_dim),
+        q_proj=attention.q_proj,
+        k_proj=attention.k_proj if produces else None,
+        v_proj=attention.v_proj if produces else None,
+        o_proj=attention.o_proj,
+        q_norm=attention.q_norm.weight,
+        k_norm=attention.k_norm.weight if produces else None,
+        gate_proj=mlp.gate_proj,
+        up_proj=mlp.up_proj,
+        down_proj=mlp.down_proj,
+        input_norm=layer.input_layernorm.weight,
+        post_attention_norm=layer.post_attention_layernorm.weight,
+        pre_feedforward_norm=layer.pre_feedforward_layernorm.weight,
+        post_feedforward_norm=layer.post_feedforward_layernorm.weight,
+        ple_gate=layer.per_layer_input_gate,
+        ple_projection=layer.per_layer_projection,
+        post_ple_norm=layer.post_per_layer_input_norm.weight,
+        layer_scalar=layer.layer_scalar,
+    )
