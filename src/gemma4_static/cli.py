@@ -34,9 +34,17 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     import torch
 
-    from .oracle.models import build_default_model, load_checkpoint
-    from .oracle.report import format_row, write_json
-    from .oracle.verify import run_verification
+    try:
+        from .oracle.models import build_default_model, load_checkpoint
+        from .oracle.report import format_row, write_json
+        from .oracle.verify import run_verification
+    except ModuleNotFoundError as error:
+        print(
+            f"gemma4-static verify: {error.name} is missing; "
+            "install the verify extra: pip install 'gemma4-static[verify]'",
+            file=sys.stderr,
+        )
+        return 2
 
     started = time.perf_counter()
     if args.checkpoint is not None:

@@ -15,10 +15,9 @@ import torch
 
 from .cpu.cache import StaticKVCache
 from .cpu.inputs import StaticInputs, StaticLayout, build_static_inputs, check_image_inputs, check_next_ids
-from .cpu.masks import mask_table
-from .cpu.rope import RopeTables
 from .npu.stages import build_stages
 from .spec import read_model
+from .stack import LayerStack
 
 
 @dataclass(frozen=True)
@@ -40,8 +39,8 @@ class StaticGemma4Runtime:
     (``Gemma4ForConditionalGeneration`` or ``Gemma4ForCausalLM``) with batch ``batch_size``, every
     row right-padded to ``max_seq``.
 
-    Masks are rows of a table built once, RoPE comes from tables built once, K/V of producing
-    layers land in a static cache, and layers that reuse K/V read the producer's buffer. With
+    The stages run over a :class:`~gemma4_static.stack.LayerStack` (masks and RoPE sliced from
+    tables built once, K/V of producing layers in a static cache that layers reusing K/V read). With
     ``prefill_chunk`` the prompt is prefilled in fixed chunks of that many tokens over the cache.
     After a prefill, :meth:`decode_one` advances every row by one token at its own position.
     """
@@ -62,11 +61,12 @@ class StaticGemma4Runtime:
             raise ValueError("an image slot (visual_start_idx, num_visual_tokens) needs a model with a vision tower")
         image_slot = (visual_start_idx, num_visual_tokens) if self.layout.has_image_slot else None
         self.stages = build_stages(self.spec, weights, image_slot=image_slot)
-        self.masks = mask_table(self.spec.text, max_seq)
-        self.rope = RopeTables(self.spec.text, max_seq)
-        self.cache = StaticKVCache(self.spec.text, batch_size=batch_size, max_seq=max_seq, dtype=self.spec.dtype)
-        reusing = [index for index, source in enumerate(self.cache.sources) if source != index]
-        self.first_reusing_layer = reusing[0] if reusing else self.spec.num_layers
+        self.stack = LayerStack(self.spec, self.stages.layers, self.layout)
+
+    @property
+    def cache(self) -> StaticKVCache:
+        """The static KV cache (buffers per producing layer and each row's length)."""
+        return self.stack.cache
 
     def build_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> StaticInputs:
         """Validate and lay out processor outputs at ``(batch_size, max_seq)``."""
@@ -122,33 +122,33 @@ class StaticGemma4Runtime:
         embeddings = stages.embedding(inputs.input_ids)
         fused = embeddings if soft_tokens is None else stages.fusion(embeddings, soft_tokens)
         per_layer_inputs = stages.per_layer_inputs(inputs.input_ids, fused)
-        blocks = None if soft_tokens is None else self.masks.vision_blocks(inputs.mm_token_type_ids)
+        blocks = None if soft_tokens is None else self.stack.mask_table.vision_blocks(inputs.mm_token_type_ids)
 
         self.cache.reset(inputs.valid_length)
         single_shot = self.layout.prefill_chunk is None
         states = [fused] if keep_intermediates and single_shot else None
         # Layers that reuse K/V write nothing, so past the producers only the last token of each
         # row matters (as HF's generate does); intermediates keep the full depth for debugging.
-        depth = self.spec.num_layers if states is not None else self.first_reusing_layer
+        depth = self.spec.num_layers if states is not None else self.stack.first_reusing_layer
         if single_shot:
             slots = torch.arange(self.layout.max_seq).expand(batch, -1)
-            masks = self._masks(inputs.valid, None, blocks)
-            hidden = self._run_layers(
+            masks = self.stack.masks(inputs.valid, None, blocks)
+            hidden = self.stack.run(
                 fused, per_layer_inputs, slots, inputs.valid, masks, range(depth), from_cache=False, states=states
             )
         else:
-            hidden = self._prefill_chunks(fused, per_layer_inputs, inputs, blocks, range(depth))
+            hidden = self.stack.run_chunks(fused, per_layer_inputs, inputs.valid, blocks, range(depth))
 
         rows, last_index = torch.arange(batch), inputs.valid_length - 1
         last = hidden[rows, last_index][:, None]
         if depth < self.spec.num_layers:
             slots = last_index[:, None]
-            last = self._run_layers(
+            last = self.stack.run(
                 last,
                 per_layer_inputs[rows, last_index][:, None],
                 slots,
                 torch.zeros_like(slots, dtype=torch.bool),
-                self._masks(inputs.valid, slots, blocks),
+                self.stack.masks(inputs.valid, slots, blocks),
                 range(depth, self.spec.num_layers),
                 from_cache=True,
             )
@@ -164,69 +164,6 @@ class StaticGemma4Runtime:
             hidden_states=None if states is None else tuple(states),
         )
 
-    def _prefill_chunks(
-        self,
-        fused: torch.Tensor,
-        per_layer_inputs: torch.Tensor,
-        inputs: StaticInputs,
-        blocks: torch.Tensor | None,
-        layers: range,
-    ) -> torch.Tensor:
-        """Prefill ``layers`` chunk by chunk over the cache; returns ``(B, max_seq, H)`` (chunks past
-        every prompt are skipped and stay zero)."""
-        chunk, batch = self.layout.prefill_chunk, self.layout.batch_size
-        hidden = torch.zeros_like(fused)
-        slots_all = torch.arange(self.layout.max_seq)
-        for start in range(0, int(inputs.valid_length.max()), chunk):
-            span = slice(start, start + chunk)
-            slots = slots_all[span].expand(batch, -1)
-            masks = self._masks(inputs.valid & (slots_all < start + chunk), slots, blocks)
-            hidden[:, span] = self._run_layers(
-                fused[:, span], per_layer_inputs[:, span], slots, inputs.valid[:, span], masks, layers, from_cache=True
-            )
-        return hidden
-
-    def _masks(
-        self, valid: torch.Tensor, positions: torch.Tensor | None, blocks: torch.Tensor | None = None
-    ) -> dict[str, torch.Tensor]:
-        """Additive masks ``{layer_type: (B, 1, C, max_seq)}`` in the model dtype (``finfo.min`` forbidden)."""
-        fill = torch.finfo(self.spec.dtype).min
-        return self.masks.additive_masks(valid, positions, blocks, dtype=self.spec.dtype, fill=fill)
-
-    def _run_layers(
-        self,
-        hidden: torch.Tensor,
-        per_layer_inputs: torch.Tensor,
-        slots: torch.Tensor,
-        keep: torch.Tensor,
-        masks: dict[str, torch.Tensor],
-        layers: range,
-        *,
-        from_cache: bool,
-        states: list[torch.Tensor] | None = None,
-    ) -> torch.Tensor:
-        """Run decoder ``layers`` on queries at ``slots (B, S)``; producing layers write their K/V
-        where ``keep (B, S)`` holds. ``from_cache``: attend over the static cache (chunks, decode,
-        the reusing tail of a prefill) instead of this step's K/V alone (single-shot prefill)."""
-        rope = self.rope.lookup(slots, self.spec.dtype)
-        produced: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        for index in layers:
-            layer, layer_type, source = (
-                self.stages.layers[index],
-                self.spec.text.layer_types[index],
-                self.cache.sources[index],
-            )
-            cos, sin = rope[layer_type]
-            # from the cache, or (single shot) the producer's K/V of this call; None for a producer
-            kv = (self.cache.keys[source], self.cache.values[source]) if from_cache else produced.get(source)
-            hidden, key, value = layer(hidden, per_layer_inputs[:, :, index], cos, sin, masks[layer_type], kv, slots)
-            if source == index:
-                self.cache.write(index, key, value, slots, keep)
-                produced[index] = (key, value)
-            if states is not None:
-                states.append(hidden)
-        return hidden
-
     @torch.no_grad()
     def decode_one(self, next_ids: torch.Tensor) -> torch.Tensor:
         """Feed one token per row ``(B, 1)`` at each row's next position; returns logits ``(B, vocab)``.
@@ -237,17 +174,10 @@ class StaticGemma4Runtime:
         slots = self.cache.advance()[:, None]
         embeddings = self.stages.embedding(next_ids)
         per_layer_inputs = self.stages.per_layer_inputs(next_ids, embeddings)
-        masks = self._masks(self.cache.valid_slots(), slots)
-        everything = range(self.spec.num_layers)
-        hidden = self._run_layers(
-            embeddings,
-            per_layer_inputs,
-            slots,
-            torch.ones_like(slots, dtype=torch.bool),
-            masks,
-            everything,
-            from_cache=True,
-        )
+        masks = self.stack.masks(self.cache.valid_slots(), slots)
+        keep = torch.ones_like(slots, dtype=torch.bool)
+        layers = range(self.spec.num_layers)
+        hidden = self.stack.run(embeddings, per_layer_inputs, slots, keep, masks, layers, from_cache=True)
         return self.stages.lm_head(hidden)[:, 0]
 
     @torch.no_grad()

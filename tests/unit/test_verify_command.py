@@ -110,3 +110,11 @@ def test_console_entry_point_runs_as_a_module():
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert " PASS, 0 FAIL " in result.stdout.splitlines()[-1]
+
+
+def test_verify_without_its_extra_says_what_to_install():
+    """Pillow comes with the ``verify`` extra, not with the runtime; without it the command says so."""
+    probe = "import sys; sys.modules['PIL'] = None; from gemma4_static.cli import main; sys.exit(main(['verify']))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "PIL is missing; install the verify extra: pip install 'gemma4-static[verify]'" in result.stderr

@@ -1,0 +1,74 @@
+"""The architecture is enforced, not hoped for: the import-layer contracts in pyproject.toml hold,
+they fail on a deliberate violation, and importing the runtime imports neither HF nor pillow."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "src" / "gemma4_static"
+LAYERS = "layers: "
+RUNTIME_WITHOUT_HF = "HF-free runtime: "
+
+
+def _lint_imports(python_path: Path) -> subprocess.CompletedProcess[str]:
+    linter = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    assert linter is not None, "import-linter is part of the test extras"
+    return subprocess.run(
+        [linter, "--no-cache", str(ROOT / "pyproject.toml")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(python_path)},
+        cwd=python_path,
+    )
+
+
+def test_import_contracts_hold():
+    result = _lint_imports(ROOT / "src")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 kept, 0 broken" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "violation", "contract"),
+    [
+        ("cpu/masks.py", "import transformers.masking_utils", RUNTIME_WITHOUT_HF),
+        ("npu/embedding.py", "import PIL", RUNTIME_WITHOUT_HF),
+        ("npu/decoder.py", "from ..runtime import StaticGemma4Runtime", LAYERS),
+        ("cpu/cache.py", "from ..npu.ops import rms_norm", LAYERS),
+        ("spec/model.py", "from ..runtime import PrefillOutputs", LAYERS),
+    ],
+)
+def test_contracts_fail_on_a_deliberate_violation(tmp_path, module, violation, contract):
+    """A copy of the package with one forbidden import added breaks exactly that contract."""
+    copy = tmp_path / "gemma4_static"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / module
+    target.write_text(target.read_text() + f"\n{violation}  # deliberate violation\n")
+    result = _lint_imports(tmp_path)
+    assert result.returncode != 0, result.stdout
+    assert "1 kept, 1 broken" in result.stdout
+    broken = [line for line in result.stdout.splitlines() if line.endswith("BROKEN")]
+    assert len(broken) == 1 and broken[0].startswith(contract), result.stdout
+
+
+def test_importing_the_runtime_imports_neither_hf_nor_pillow():
+    probe = (
+        "import sys, gemma4_static, gemma4_static.runtime, gemma4_static.export; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'transformers', 'PIL'}))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_modules_stay_small():
+    """One job per module: none grows past 250 lines."""
+    sizes = {str(path.relative_to(PACKAGE)): len(path.read_text().splitlines()) for path in PACKAGE.rglob("*.py")}
+    assert {name: lines for name, lines in sizes.items() if lines > 250} == {}
