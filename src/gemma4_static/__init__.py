@@ -1,8 +1,9 @@
 """gemma4-static: a static-shape runtime for Gemma 4, checked stage by stage against transformers.
 
-Layers, each importing only those below it: ``spec`` (the one Hugging Face adapter) <- ``cpu``
-(inputs, masks, RoPE, cache) and ``npu`` (fixed-shape stages) <- ``runtime`` <- ``export`` <-
-``oracle`` (HF as the reference, verify) <- ``cli``.
+Layers, each importing only those below it (an import contract in the suite enforces it):
+``spec`` (the one Hugging Face adapter) <- ``cpu`` (inputs, masks, RoPE, cache) and ``npu``
+(fixed-shape stages) <- ``stack`` (the decoder layers over the cache) <- ``runtime`` <- ``export``
+<- ``oracle`` (HF as the reference, the parity checks, verify) <- ``cli``.
 """
 
 from .cpu.inputs import StaticLayout

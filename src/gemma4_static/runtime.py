@@ -88,31 +88,20 @@ class StaticGemma4Runtime:
         image_position_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Logits ``(B, vocab)`` at each row's last valid token; fills the static cache."""
-        return self.prefill_outputs(input_ids, attention_mask, pixel_values, image_position_ids).logits
+        inputs = self.build_inputs(input_ids, attention_mask)
+        return self.prefill_outputs(inputs, pixel_values, image_position_ids).logits
 
     @torch.no_grad()
     def prefill_outputs(
         self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
+        inputs: StaticInputs,
         pixel_values: torch.Tensor | None = None,
         image_position_ids: torch.Tensor | None = None,
         *,
         keep_intermediates: bool = False,
     ) -> PrefillOutputs:
-        """:meth:`prefill` with its intermediate products (see :class:`PrefillOutputs`; the per-layer
-        hidden states are kept by single-shot prefill only)."""
-        inputs = self.build_inputs(input_ids, attention_mask)
-        return self._prefill(inputs, pixel_values, image_position_ids, keep_intermediates=keep_intermediates)
-
-    def _prefill(
-        self,
-        inputs: StaticInputs,
-        pixel_values: torch.Tensor | None,
-        image_position_ids: torch.Tensor | None,
-        *,
-        keep_intermediates: bool = False,
-    ) -> PrefillOutputs:
+        """:meth:`prefill` of :meth:`build_inputs`' result, with its intermediate products (see
+        :class:`PrefillOutputs`; the per-layer hidden states are kept by single-shot prefill only)."""
         stages, batch = self.stages, self.layout.batch_size
         soft_tokens = None
         if check_image_inputs(
@@ -207,7 +196,7 @@ class StaticGemma4Runtime:
             )
         eos = torch.tensor([] if eos_token_id is None else eos_token_id, dtype=torch.long).flatten()
         pad = self.spec.pad_token_id
-        logits = self._prefill(inputs, pixel_values, image_position_ids).logits
+        logits = self.prefill_outputs(inputs, pixel_values, image_position_ids).logits
         tokens = torch.full((self.layout.batch_size, max_new_tokens), pad, dtype=torch.long)
         finished = torch.zeros(self.layout.batch_size, dtype=torch.bool)
         for step in range(max_new_tokens):

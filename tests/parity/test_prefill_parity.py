@@ -17,7 +17,7 @@ from transformers import Gemma4ForCausalLM, Gemma4TextConfig
 
 from gemma4_static.oracle import parity
 from gemma4_static.oracle.hf import hf_prefill
-from gemma4_static.oracle.models import tiny_config
+from gemma4_static.oracle.models import tiny_text_fields
 from gemma4_static.oracle.report import Row, assert_rows_pass, merge
 from gemma4_static.oracle.samples import image_prompt, text_prompt
 from gemma4_static.runtime import StaticGemma4Runtime
@@ -57,8 +57,7 @@ def image_case(tiny_model):
         prompt,
         runtime,
         runtime.prefill_outputs(
-            prompt.input_ids,
-            prompt.attention_mask,
+            runtime.build_inputs(prompt.input_ids, prompt.attention_mask),
             prompt.pixel_values,
             prompt.image_position_ids,
             keep_intermediates=True,
@@ -108,7 +107,8 @@ def _compare_prefill(model, runtime, outputs, hf, prompt, report, label: str) ->
 @pytest.mark.parametrize("batch", [1, 3])
 def test_text_prefill_matches_hf(gemma4_model, batch, report):
     prompt, runtime = _text_case(gemma4_model, batch)
-    outputs = runtime.prefill_outputs(prompt.input_ids, prompt.attention_mask, keep_intermediates=True)
+    inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
+    outputs = runtime.prefill_outputs(inputs, keep_intermediates=True)
     hf = hf_prefill(gemma4_model, prompt)
     _compare_prefill(gemma4_model, runtime, outputs, hf, prompt, report, "")
     # without intermediates the K/V-reusing layers run for each row's last token only
@@ -159,25 +159,7 @@ def test_bf16_prefill_is_as_accurate_as_hf_bf16(bf16_pair, report):
 
 def test_attention_k_eq_v_variant_matches_hf(report):
     """The larger Gemma 4 geometry: full layers with K = V (no v_proj) and their own KV-head count."""
-    text = tiny_config().text_config
-    config = Gemma4TextConfig(
-        **{
-            name: getattr(text, name)
-            for name in ("hidden_size", "intermediate_size", "num_hidden_layers", "layer_types")
-        },
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=32,
-        global_head_dim=64,
-        num_global_key_value_heads=2,
-        attention_k_eq_v=True,
-        sliding_window=6,
-        vocab_size=512,
-        vocab_size_per_layer_input=512,
-        hidden_size_per_layer_input=16,
-        num_kv_shared_layers=4,
-        final_logit_softcapping=30.0,
-    )
+    config = Gemma4TextConfig(**tiny_text_fields(), num_global_key_value_heads=2, attention_k_eq_v=True)
     torch.manual_seed(0)
     model = Gemma4ForCausalLM(config).eval()
     assert model.model.layers[4].self_attn.v_proj is None

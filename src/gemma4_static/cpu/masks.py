@@ -221,9 +221,9 @@ def build_chunk_masks(
     attention_mask: torch.Tensor,
     positions: torch.Tensor,
     *,
+    mm_token_type_ids: torch.Tensor | None = None,
     dtype: torch.dtype = torch.float32,
     mask_value: float | None = None,
-    mm_token_type_ids: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """Additive chunk masks ``{layer_type: (B, 1, C, max_seq)}`` (see :func:`build_chunk_bool_masks`)."""
     dtype, fill = _fill(dtype, mask_value)

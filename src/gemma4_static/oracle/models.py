@@ -36,9 +36,9 @@ E2B_ROPE_PARAMETERS = {
 }
 
 
-def tiny_config() -> Gemma4Config:
-    """A small multimodal Gemma 4: 10 layers (4:1 pattern), 4 of them KV-shared, window 6."""
-    text = {
+def tiny_text_fields() -> dict:
+    """The tiny model's text config fields (a fresh dict, for variants of it)."""
+    return {
         "hidden_size": 64,
         "intermediate_size": 128,
         "num_hidden_layers": 10,
@@ -58,6 +58,10 @@ def tiny_config() -> Gemma4Config:
         "use_bidirectional_attention": "vision",
         "max_position_embeddings": 4096,
     }
+
+
+def tiny_config() -> Gemma4Config:
+    """A small multimodal Gemma 4: 10 layers (4:1 pattern), 4 of them KV-shared, window 6."""
     vision = {
         "hidden_size": 32,
         "intermediate_size": 64,
@@ -78,7 +82,7 @@ def tiny_config() -> Gemma4Config:
         "boa_token_id": 505,
         "eoa_token_index": 506,
     }
-    return Gemma4Config(text_config=text, vision_config=vision, **special)
+    return Gemma4Config(text_config=tiny_text_fields(), vision_config=vision, **special)
 
 
 def e2b_geometry_config() -> Gemma4TextConfig:

@@ -63,9 +63,8 @@ def open_session(
     if max_seq < needed:
         raise ValueError(f"max_seq must be at least {needed} for this prompt and {steps} steps, got {max_seq}")
     runtime = StaticGemma4Runtime(model, max_seq=max_seq, batch_size=prompt.input_ids.shape[0], **prompt.image_slot)
-    ours = runtime.prefill_outputs(
-        prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids, keep_intermediates=True
-    )
+    inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
+    ours = runtime.prefill_outputs(inputs, prompt.pixel_values, prompt.image_position_ids, keep_intermediates=True)
     return Session(model, dtype, steps, prompt, runtime, ours, hf_prefill(model, prompt))
 
 
