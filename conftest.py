@@ -60,6 +60,18 @@ def tiny_model():
 
 
 @pytest.fixture(scope="session")
+def e2b_vision_model():
+    """The tiny text decoder with E2B's vision geometry, built once per session/worker."""
+    return _build("e2b-vision")
+
+
+@pytest.fixture(params=("tiny", "e2b-vision"))
+def vision_model(request: pytest.FixtureRequest):
+    """Both embedded multimodal models: the tiny vision tower and E2B's vision geometry."""
+    return request.getfixturevalue({"tiny": "tiny_model", "e2b-vision": "e2b_vision_model"}[request.param])
+
+
+@pytest.fixture(scope="session")
 def e2b_model():
     """The E2B-geometry text model, built once per session/worker."""
     return _build("e2b-geometry")

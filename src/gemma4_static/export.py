@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from .cpu.vision import build_vision_inputs
 from .npu.decoder import MODES
 from .runtime import StaticGemma4Runtime
 
@@ -65,7 +66,10 @@ def stage_cases(
         ),
     ]
     if stages.fusion is not None and pixel_values is not None:
-        cases.append(StageCase("vision_prefill", stages.vision, (pixel_values, image_position_ids)))
+        vision = build_vision_inputs(
+            runtime.spec.vision, image_position_ids, profile=runtime.layout.vision_profile, dtype=runtime.spec.dtype
+        )
+        cases.append(StageCase("vision_prefill", stages.vision, (pixel_values, *vision.stage_args())))
         cases.append(StageCase("fusion", stages.fusion, stages.fusion.example_inputs(batch, max_seq, generator)))
     cases += _layer_cases(runtime, generator, representative=representative)
     cases.append(StageCase("lm_head", stages.lm_head, stages.lm_head.example_inputs(batch, 1, generator)))

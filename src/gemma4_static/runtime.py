@@ -14,7 +14,14 @@ from typing import Any
 import torch
 
 from .cpu.cache import StaticKVCache
-from .cpu.inputs import StaticInputs, StaticLayout, build_static_inputs, check_image_inputs, check_next_ids
+from .cpu.inputs import (
+    StaticInputs,
+    StaticLayout,
+    build_static_inputs,
+    check_next_ids,
+    llm_ids,
+)
+from .cpu.vision import build_vision_inputs, check_image_inputs, check_soft_tokens, smallest_profile
 from .npu.stages import build_stages
 from .spec import read_model
 from .stack import LayerStack
@@ -54,10 +61,14 @@ class StaticGemma4Runtime:
         visual_start_idx: int | None = None,
         num_visual_tokens: int | None = None,
         prefill_chunk: int | None = None,
+        vision_profile: int | None = None,
     ) -> None:
         self.spec, weights = read_model(model)
-        self.layout = StaticLayout(max_seq, batch_size, visual_start_idx, num_visual_tokens, prefill_chunk)
-        if self.layout.has_image_slot and weights.vision_tower is None:
+        if vision_profile is None and isinstance(num_visual_tokens, int):
+            vision_profile = smallest_profile(num_visual_tokens)
+        slot = (visual_start_idx, num_visual_tokens)
+        self.layout = StaticLayout(max_seq, batch_size, *slot, prefill_chunk, vision_profile)
+        if self.layout.has_image_slot and weights.vision is None:
             raise ValueError("an image slot (visual_start_idx, num_visual_tokens) needs a model with a vision tower")
         image_slot = (visual_start_idx, num_visual_tokens) if self.layout.has_image_slot else None
         self.stages = build_stages(self.spec, weights, image_slot=image_slot)
@@ -77,6 +88,7 @@ class StaticGemma4Runtime:
             pad_token_id=self.spec.pad_token_id,
             vocab_size=self.spec.vocab_size,
             image_token_id=self.spec.image_token_id,
+            placeholder_token_ids=self.spec.placeholder_token_ids,
         )
 
     @torch.no_grad()
@@ -104,10 +116,12 @@ class StaticGemma4Runtime:
         :class:`PrefillOutputs`; the per-layer hidden states are kept by single-shot prefill only)."""
         stages, batch = self.stages, self.layout.batch_size
         soft_tokens = None
-        if check_image_inputs(
-            pixel_values, image_position_ids, self.layout, pooling_kernel_size=self.spec.pooling_kernel_size
-        ):
-            soft_tokens = stages.vision(pixel_values, image_position_ids)[:, : self.layout.num_visual_tokens]
+        if check_image_inputs(pixel_values, image_position_ids, self.layout, vision=self.spec.vision):
+            vision = build_vision_inputs(
+                self.spec.vision, image_position_ids, profile=self.layout.vision_profile, dtype=self.spec.dtype
+            )
+            check_soft_tokens(vision.soft_tokens, self.layout)
+            soft_tokens = stages.vision(pixel_values, *vision.stage_args())[:, : self.layout.num_visual_tokens]
         embeddings = stages.embedding(inputs.input_ids)
         fused = embeddings if soft_tokens is None else stages.fusion(embeddings, soft_tokens)
         per_layer_inputs = stages.per_layer_inputs(inputs.input_ids, fused)
@@ -160,6 +174,7 @@ class StaticGemma4Runtime:
         Raises ``ValueError`` ("cache is full") when a row already holds ``max_seq`` tokens.
         """
         next_ids = check_next_ids(next_ids, batch_size=self.layout.batch_size, vocab_size=self.spec.vocab_size)
+        next_ids = llm_ids(next_ids, self.spec.placeholder_token_ids, self.spec.pad_token_id)
         slots = self.cache.advance()[:, None]
         embeddings = self.stages.embedding(next_ids)
         per_layer_inputs = self.stages.per_layer_inputs(next_ids, embeddings)

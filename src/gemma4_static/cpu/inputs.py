@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from .checks import positive_int, valid_token_mask
+from .vision import VISION_PROFILES
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,8 @@ class StaticLayout:
     for text-only): soft tokens occupy ``[visual_start_idx, visual_start_idx + num_visual_tokens)``.
     ``prefill_chunk`` (``None``: single shot) must tile ``max_seq`` and keep the image slot inside
     one chunk (its tokens attend to each other bidirectionally, which a chunk cannot do across a
-    later chunk).
+    later chunk). ``vision_profile`` is the soft-token budget the images are processed at (one of
+    :data:`VISION_PROFILES`, at least ``num_visual_tokens``; ``None`` without an image slot).
     """
 
     max_seq: int
@@ -27,6 +29,7 @@ class StaticLayout:
     visual_start_idx: int | None = None
     num_visual_tokens: int | None = None
     prefill_chunk: int | None = None
+    vision_profile: int | None = None
 
     def __post_init__(self) -> None:
         positive_int(self.max_seq, "max_seq")
@@ -46,6 +49,15 @@ class StaticLayout:
                 raise ValueError(f"the image slot [{start}, {start + count}) does not fit in max_seq={self.max_seq}")
         if self.prefill_chunk is not None:
             self._check_chunk()
+        if self.has_image_slot != (self.vision_profile is not None):
+            raise ValueError("vision_profile is given exactly when the layout has an image slot")
+        if self.has_image_slot and (
+            self.vision_profile not in VISION_PROFILES or self.vision_profile < self.num_visual_tokens
+        ):
+            raise ValueError(
+                f"vision_profile must be one of {VISION_PROFILES} and at least num_visual_tokens="
+                f"{self.num_visual_tokens}, got {self.vision_profile!r}"
+            )
 
     def _check_chunk(self) -> None:
         chunk = self.prefill_chunk
@@ -70,7 +82,7 @@ class StaticLayout:
 class StaticInputs:
     """Inputs at static shape ``(B, max_seq)``.
 
-    ``input_ids``: LLM-side ids (image placeholders replaced by the pad id, right-padded with it);
+    ``input_ids``: LLM-side ids (multimodal placeholders replaced by the pad id, right-padded with it);
     ``raw_ids``: the given ids right-padded with the pad id (placeholders kept); ``valid``: bool,
     ``True`` for prompt tokens; ``valid_length``: ``(B,)`` prompt lengths; ``mm_token_type_ids``:
     ``1`` on the image slot, ``0`` elsewhere.
@@ -91,12 +103,15 @@ def build_static_inputs(
     pad_token_id: int,
     vocab_size: int,
     image_token_id: int | None = None,
+    placeholder_token_ids: tuple[int, ...] = (),
 ) -> StaticInputs:
     """Validate processor outputs ``(B, S)`` and lay them out at ``(B, layout.max_seq)``.
 
     Rows must be right-padded (valid tokens first); ``attention_mask=None`` means all valid.
     With an image slot, every row must hold exactly ``num_visual_tokens`` image placeholders at
-    ``[visual_start_idx, visual_start_idx + num_visual_tokens)``; without one, none.
+    ``[visual_start_idx, visual_start_idx + num_visual_tokens)``; without one, none. Every
+    ``placeholder_token_ids`` entry (image, video, audio) becomes the pad id on the LLM side,
+    wherever it stands, as HF does.
     """
     if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"input_ids must be an int64/int32 torch.Tensor of shape (B, S), got {_describe(input_ids)}")
@@ -133,12 +148,13 @@ def build_static_inputs(
 
     is_image = (raw == image_token_id) & static_valid if image_token_id is not None else torch.zeros_like(static_valid)
     mm_token_type_ids = _check_image_slot(is_image, layout)
-    out_of_vocab = static_valid & ~is_image & ((raw < 0) | (raw >= vocab_size))
+    is_placeholder = torch.isin(raw, torch.tensor(placeholder_token_ids, dtype=torch.long)) | is_image
+    out_of_vocab = static_valid & ~is_placeholder & ((raw < 0) | (raw >= vocab_size))
     if out_of_vocab.any():
         bad = raw[out_of_vocab].unique().tolist()[:5]
         raise ValueError(f"input_ids holds ids outside the vocabulary [0, {vocab_size}): {bad}")
     return StaticInputs(
-        input_ids=torch.where(is_image, pad_token_id, raw),
+        input_ids=llm_ids(raw, placeholder_token_ids, pad_token_id),
         raw_ids=raw,
         valid=static_valid,
         valid_length=valid_length,
@@ -182,40 +198,9 @@ def check_next_ids(next_ids: Any, *, batch_size: int, vocab_size: int) -> torch.
     return next_ids.long()
 
 
-def check_image_inputs(
-    pixel_values: Any, image_position_ids: Any, layout: StaticLayout, *, pooling_kernel_size: int | None
-) -> bool:
-    """Whether an image is given; ``ValueError`` unless images, model (``pooling_kernel_size`` is
-    ``None`` without a vision tower) and the layout's image slot agree."""
-    if pixel_values is None:
-        if layout.has_image_slot:
-            raise ValueError("the layout has an image slot: pixel_values and image_position_ids are required")
-        if image_position_ids is not None:
-            raise ValueError("image_position_ids given without pixel_values")
-        return False
-    if pooling_kernel_size is None:
-        raise ValueError("pixel_values given, but this model has no vision tower (text-only Gemma 4)")
-    if not layout.has_image_slot:
-        raise ValueError("pixel_values given, but the layout has no image slot (visual_start_idx, num_visual_tokens)")
-    if image_position_ids is None:
-        raise ValueError("pixel_values need image_position_ids (from the Gemma 4 image processor)")
-    batch = layout.batch_size
-    if (
-        pixel_values.dim() != 3
-        or pixel_values.shape[0] != batch
-        or image_position_ids.shape[:2] != pixel_values.shape[:2]
-    ):
-        raise ValueError(
-            f"pixel_values must be (batch_size={batch}, patches, channels) with image_position_ids "
-            f"(batch_size, patches, 2), got {tuple(pixel_values.shape)} and {tuple(image_position_ids.shape)}"
-        )
-    soft_per_image = (image_position_ids != -1).all(dim=-1).sum(dim=-1) // pooling_kernel_size**2
-    if (soft_per_image != layout.num_visual_tokens).any():
-        raise ValueError(
-            f"the images give {soft_per_image.tolist()} soft tokens, "
-            f"but the layout's num_visual_tokens is {layout.num_visual_tokens}"
-        )
-    return True
+def llm_ids(ids: torch.Tensor, placeholder_token_ids: tuple[int, ...], pad_token_id: int) -> torch.Tensor:
+    """``ids`` with every multimodal placeholder id replaced by the pad id (HF's ``llm_input_ids``)."""
+    return torch.where(torch.isin(ids, torch.tensor(placeholder_token_ids, dtype=ids.dtype)), pad_token_id, ids)
 
 
 def _describe(value: Any) -> str:

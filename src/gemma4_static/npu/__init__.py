@@ -6,7 +6,7 @@ from .embedding import PerLayerInputs, TokenEmbedding
 from .fusion import FixedSlotFusion
 from .lm_head import LMHead
 from .stages import Stages, build_stages
-from .vision import VisionPrefill
+from .vision import VisionEncoder
 
 __all__ = [
     "DecoderLayer",
@@ -15,6 +15,6 @@ __all__ = [
     "PerLayerInputs",
     "Stages",
     "TokenEmbedding",
-    "VisionPrefill",
+    "VisionEncoder",
     "build_stages",
 ]

@@ -9,7 +9,7 @@ from .decoder import DecoderLayer
 from .embedding import PerLayerInputs, TokenEmbedding
 from .fusion import FixedSlotFusion
 from .lm_head import LMHead
-from .vision import VisionPrefill
+from .vision import VisionEncoder
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class Stages:
 
     embedding: TokenEmbedding
     per_layer_inputs: PerLayerInputs
-    vision: VisionPrefill | None
+    vision: VisionEncoder | None
     fusion: FixedSlotFusion | None
     layers: tuple[DecoderLayer, ...]
     lm_head: LMHead
@@ -27,9 +27,7 @@ class Stages:
 
 def build_stages(spec: ModelSpec, weights: ModelWeights, *, image_slot: tuple[int, int] | None) -> Stages:
     """The stages of ``spec``; ``image_slot`` is ``(visual_start_idx, num_visual_tokens)`` or ``None``."""
-    vision = None
-    if weights.vision_tower is not None:
-        vision = VisionPrefill(weights.vision_tower, weights.embed_vision, spec.pooling_kernel_size)
+    vision = None if weights.vision is None else VisionEncoder(spec.vision, weights.vision)
     fusion = None if image_slot is None else FixedSlotFusion(*image_slot, spec.hidden_size, spec.dtype)
     return Stages(
         embedding=TokenEmbedding(weights.embed_tokens, spec.hidden_size**0.5),

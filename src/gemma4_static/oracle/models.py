@@ -4,6 +4,8 @@ real architecture, so everything runs offline; plus loading a real checkpoint fr
 - ``tiny``: a multimodal ``Gemma4ForConditionalGeneration`` (small vision tower, sliding window 6,
   KV sharing, PLE, double-wide MLP on shared layers, vision-bidirectional sliding layers); both
   layer types occur among shared and non-shared layers.
+- ``e2b-vision``: the tiny text decoder with E2B's vision geometry (patch size 16, pooling kernel 3,
+  head dim 64, clipped linears, a 10240-entry position table) on a narrow, 2-layer vision tower.
 - ``e2b-geometry``: a text-only ``Gemma4ForCausalLM`` with E2B's 35 layers in the 4:1 pattern,
   20 KV-shared layers, head dims 256/512, window 512 and E2B's RoPE parameters; narrow hidden
   size, small vocabulary and 2 query heads instead of 8 (masks, RoPE, the layer pattern and KV
@@ -25,8 +27,10 @@ from transformers import (
 )
 
 from ..spec import text_module
+from .samples import processed_images
+from .trained import make_vision_look_trained
 
-MODEL_NAMES = ("tiny", "e2b-geometry")
+MODEL_NAMES = ("tiny", "e2b-vision", "e2b-geometry")
 DEFAULT_SEED = 0
 
 E2B_LAYER_TYPES = (["sliding_attention"] * 4 + ["full_attention"]) * 7
@@ -60,19 +64,37 @@ def tiny_text_fields() -> dict:
     }
 
 
-def tiny_config() -> Gemma4Config:
-    """A small multimodal Gemma 4: 10 layers (4:1 pattern), 4 of them KV-shared, window 6."""
-    vision = {
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
-        "patch_size": 4,
-        "pooling_kernel_size": 2,
-        "position_embedding_size": 64,
-    }
+TINY_VISION = {
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "patch_size": 4,
+    "pooling_kernel_size": 2,
+    "position_embedding_size": 64,
+    "use_clipped_linears": True,
+    "standardize": True,
+}
+E2B_VISION = {
+    "hidden_size": 48,
+    "intermediate_size": 96,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "patch_size": 16,
+    "pooling_kernel_size": 3,
+    "position_embedding_size": 10240,
+    "use_clipped_linears": True,
+    "standardize": False,
+}
+
+
+def tiny_config(vision: dict | None = None) -> Gemma4Config:
+    """A small multimodal Gemma 4: 10 layers (4:1 pattern), 4 of them KV-shared, window 6, with the
+    ``vision`` config fields (default: the tiny tower, clipped linears and standardization on)."""
     special = {
         "image_token_id": 500,
         "boi_token_id": 501,
@@ -82,7 +104,7 @@ def tiny_config() -> Gemma4Config:
         "boa_token_id": 505,
         "eoa_token_index": 506,
     }
-    return Gemma4Config(text_config=tiny_text_fields(), vision_config=vision, **special)
+    return Gemma4Config(text_config=tiny_text_fields(), vision_config=vision or TINY_VISION, **special)
 
 
 def e2b_geometry_config() -> Gemma4TextConfig:
@@ -121,10 +143,12 @@ def build_default_model(name: str, *, seed: int = DEFAULT_SEED) -> PreTrainedMod
     if name not in MODEL_NAMES:
         raise ValueError(f"name must be one of {MODEL_NAMES}, got {name!r}")
     torch.manual_seed(seed)
-    if name == "tiny":
-        model = Gemma4ForConditionalGeneration(tiny_config()).eval()
-    else:
+    if name == "e2b-geometry":
         model = Gemma4ForCausalLM(e2b_geometry_config()).eval()
+    else:
+        model = Gemma4ForConditionalGeneration(tiny_config(E2B_VISION if name == "e2b-vision" else None)).eval()
+        images = processed_images(model.config, [(48, 48), (40, 72)], seed=seed)
+        make_vision_look_trained(model, images["pixel_values"], images["image_position_ids"], seed=seed)
     with torch.no_grad():
         for layer in text_module(model).layers:
             attention = layer.self_attn

@@ -89,9 +89,10 @@ def ple_row(model: Any, outputs: PrefillOutputs, dtype: torch.dtype) -> Row:
 
 
 def vision_row(model: Any, prompt: Prompt, outputs: PrefillOutputs, dtype: torch.dtype) -> Row:
-    """Soft tokens vs ``get_image_features``."""
+    """The soft tokens a prefill wrote into the image slot vs ``get_image_features``."""
     pooled = model.model.get_image_features(prompt.pixel_values, prompt.image_position_ids).pooler_output
-    return stage_row("vision prefill", "vs get_image_features", outputs.soft_tokens, torch.stack(pooled), dtype)
+    check = "soft tokens in prefill vs get_image_features"
+    return stage_row("vision prefill", check, outputs.soft_tokens, torch.stack(pooled), dtype)
 
 
 def fusion_row(outputs: PrefillOutputs) -> Row:

@@ -98,20 +98,30 @@ def text_prompt(config, lengths: list[int], *, seed: int = 0) -> Prompt:
     return Prompt(input_ids=torch.where(mask.bool(), ids, 0), attention_mask=mask)
 
 
-def image_processor_for(config) -> Gemma4ImageProcessorPil:
-    """HF's Gemma 4 PIL image processor set up for ``config``'s vision tower (smallest budget)."""
-    vision = config.vision_config
-    return Gemma4ImageProcessorPil(
-        patch_size=vision.patch_size, pooling_kernel_size=vision.pooling_kernel_size, max_soft_tokens=70
-    )
-
-
-def image_prompt(config, text_after: list[int], *, text_before: int = 2, seed: int = 0) -> Prompt:
-    """One synthetic square image per row after ``text_before`` text tokens, then ``text_after[b]``
-    text tokens for row ``b`` (so rows are ragged), right-padded."""
+def processed_images(config, sizes: list[tuple[int, int]], *, seed: int = 0, profile: int = 70) -> dict:
+    """Seeded random RGB images of the given ``(height, width)`` sizes through HF's Gemma 4 PIL image
+    processor at ``profile`` soft tokens: ``pixel_values (N, P, 3 p^2)``, ``image_position_ids
+    (N, P, 2)`` and ``num_soft_tokens_per_image``."""
     rng = np.random.default_rng(seed)
-    images = [Image.fromarray(rng.integers(0, 256, (48, 48, 3), dtype=np.uint8)) for _ in text_after]
-    processed = image_processor_for(config)(images, return_tensors="pt")
+    images = [Image.fromarray(rng.integers(0, 256, (*size, 3), dtype=np.uint8)) for size in sizes]
+    vision = config.vision_config
+    processor = Gemma4ImageProcessorPil(
+        patch_size=vision.patch_size, pooling_kernel_size=vision.pooling_kernel_size, max_soft_tokens=profile
+    )
+    return processor(images, return_tensors="pt")
+
+
+def image_prompt(
+    config,
+    text_after: list[int],
+    *,
+    text_before: int = 2,
+    seed: int = 0,
+    image_size: tuple[int, int] = (48, 48),
+) -> Prompt:
+    """One synthetic image of ``image_size`` per row after ``text_before`` text tokens, then
+    ``text_after[b]`` text tokens for row ``b`` (so rows are ragged), right-padded."""
+    processed = processed_images(config, [image_size] * len(text_after), seed=seed)
     soft_tokens = int(processed["num_soft_tokens_per_image"][0])
     start = text_before + 1  # BOS/text, then boi
     generator = torch.Generator().manual_seed(seed)

@@ -13,7 +13,7 @@ import torch
 from ..export import stage_cases
 from ..runtime import PrefillOutputs, StaticGemma4Runtime
 from ..spec import read_text_config
-from . import parity, tolerances
+from . import parity, parity_vision, tolerances
 from .hf import ATTN_IMPLEMENTATIONS, hf_prefill
 from .layouts import LENGTHS, PADDINGS, sequence_length, valid_mask
 from .report import Row, merge
@@ -75,8 +75,21 @@ def input_rows(session: Session) -> Iterator[Row]:
     yield parity.embedding_row(session.model, session.runtime, ours.inputs.input_ids)
     yield parity.ple_row(session.model, ours, session.dtype)
     if ours.soft_tokens is not None:
+        yield from vision_rows(session)
         yield parity.vision_row(session.model, session.prompt, ours, session.dtype)
         yield parity.fusion_row(ours)
+
+
+def vision_rows(session: Session) -> Iterator[Row]:
+    """The vision stage sub-stage by sub-stage on the sample images (encoder layers merged)."""
+    prompt, profile = session.prompt, session.runtime.layout.vision_profile
+    ids, dtype = prompt.image_position_ids, session.dtype
+    yield from parity_vision.vision_input_rows(session.model, ids, profile=profile, dtype=dtype)
+    rows = parity_vision.vision_stage_rows(session.model, prompt.pixel_values, ids, profile=profile, dtype=dtype)
+    layers = [row for row in rows if row.check.startswith("encoder layer")]
+    yield rows[0]
+    yield merge(layers, "vision prefill", f"encoder layers 0-{len(layers) - 1} hidden states")
+    yield from rows[len(layers) + 1 :]
 
 
 def _merged_by_check(rows: list[Row], label: Callable[[Row], str]) -> Iterator[Row]:

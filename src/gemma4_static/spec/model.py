@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from .config import TextConfigView, read_text_config
+from .vision import VisionSpec, VisionWeights, read_vision
 
 MULTIMODAL_MODEL = "Gemma4ForConditionalGeneration"
 TEXT_MODEL = "Gemma4ForCausalLM"
@@ -19,7 +20,12 @@ TEXT_MODEL = "Gemma4ForCausalLM"
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """The sizes and ids of a supported Gemma 4 model, beside its :class:`TextConfigView`."""
+    """The sizes and ids of a supported Gemma 4 model, beside its :class:`TextConfigView`.
+
+    ``placeholder_token_ids``: the image, video and audio placeholder ids of a multimodal model,
+    which HF replaces by the pad id wherever they occur (token embedding and per-layer inputs);
+    ``vision`` is ``None`` without a vision tower.
+    """
 
     text: TextConfigView
     hidden_size: int
@@ -29,7 +35,8 @@ class ModelSpec:
     final_logit_softcapping: float | None
     pad_token_id: int
     image_token_id: int | None
-    pooling_kernel_size: int | None
+    placeholder_token_ids: tuple[int, ...]
+    vision: VisionSpec | None
     dtype: torch.dtype
 
     @property
@@ -66,10 +73,8 @@ class DecoderWeights:
 
 @dataclass(frozen=True)
 class ModelWeights:
-    """The weights each stage holds (shared with the HF model, never copied).
-
-    ``vision_tower``/``embed_vision`` are HF's vision modules (``None`` for a text-only model).
-    """
+    """The weights each stage holds (shared with the HF model, never copied); ``vision`` is ``None``
+    without a vision tower."""
 
     embed_tokens: torch.Tensor
     per_layer_table: torch.Tensor
@@ -78,8 +83,7 @@ class ModelWeights:
     layers: tuple[DecoderWeights, ...]
     final_norm: torch.Tensor
     lm_head: torch.Tensor
-    vision_tower: nn.Module | None
-    embed_vision: nn.Module | None
+    vision: VisionWeights | None
 
 
 def model_class(model: Any) -> str:
@@ -111,7 +115,8 @@ def read_model(model: Any) -> tuple[ModelSpec, ModelWeights]:
             "(models without per-layer embeddings)"
         )
     multimodal = model_class(model) == MULTIMODAL_MODEL
-    vision_tower = model.model.vision_tower if multimodal else None
+    vision_spec, vision_weights = (read_vision(model) if multimodal else None) or (None, None)
+    placeholders = (model.config.image_token_id, model.config.video_token_id, model.config.audio_token_id)
     spec = ModelSpec(
         text=read_text_config(config),
         hidden_size=int(config.hidden_size),
@@ -121,7 +126,8 @@ def read_model(model: Any) -> tuple[ModelSpec, ModelWeights]:
         final_logit_softcapping=config.final_logit_softcapping,
         pad_token_id=int(config.pad_token_id),
         image_token_id=model.config.image_token_id if multimodal else None,
-        pooling_kernel_size=vision_tower.config.pooling_kernel_size if vision_tower is not None else None,
+        placeholder_token_ids=tuple(int(i) for i in placeholders if i is not None) if multimodal else (),
+        vision=vision_spec,
         dtype=text.embed_tokens.weight.dtype,
     )
     weights = ModelWeights(
@@ -135,8 +141,7 @@ def read_model(model: Any) -> tuple[ModelSpec, ModelWeights]:
         ),
         final_norm=text.norm.weight,
         lm_head=model.lm_head.weight,
-        vision_tower=vision_tower,
-        embed_vision=model.model.embed_vision if vision_tower is not None else None,
+        vision=vision_weights,
     )
     return spec, weights
 

@@ -1,0 +1,130 @@
+"""The independent vision stage vs HF's vision tower, sub-stage by sub-stage, on both multimodal
+models, for images of several sizes and aspect ratios (so padded patches vary), then prefill
+logits and greedy tokens with the image slot at several offsets.
+
+Tolerances: the encoder mask exactly; the 2-D RoPE within ``tolerances.ROPE`` (both sides take the
+cos/sin of the same fp32 angles; observed 0); stage outputs within ``tolerances.RELATIVE`` (fp32:
+the same op sequence, at most summation-order noise; observed 0, since the static shapes equal
+HF's); greedy tokens exactly.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gemma4_static.cpu import vision as cpu_vision
+from gemma4_static.npu.vision import ClippedProjection, VisionEncoder, VisionEncoderLayer
+from gemma4_static.oracle import parity
+from gemma4_static.oracle.hf import hf_prefill
+from gemma4_static.oracle.parity_vision import vision_input_rows, vision_stage_rows
+from gemma4_static.oracle.report import assert_rows_pass, merge
+from gemma4_static.oracle.samples import image_prompt, processed_images
+from gemma4_static.runtime import StaticGemma4Runtime
+
+FP32 = torch.float32
+IMAGE_SETS = {
+    "square": [(48, 48)],
+    "mixed-aspect": [(48, 48), (40, 72), (96, 32)],
+    "tall-and-wide": [(200, 24), (24, 200)],
+}
+
+
+@pytest.fixture(params=list(IMAGE_SETS))
+def images(request, vision_model):
+    return processed_images(vision_model.config, IMAGE_SETS[request.param], seed=3)
+
+
+def test_vision_inputs_match_hf(vision_model, images):
+    """Encoder key-padding mask (exact) and axial 2-D RoPE from ``image_position_ids`` alone."""
+    ids = images["image_position_ids"]
+    assert (ids == -1).all(dim=-1).any() or len(ids) == 1  # padded patches are exercised
+    assert_rows_pass(vision_input_rows(vision_model, ids, profile=70, dtype=FP32))
+
+
+def test_vision_stage_matches_hf(vision_model, images, report):
+    rows = vision_stage_rows(vision_model, images["pixel_values"], images["image_position_ids"], profile=70, dtype=FP32)
+    worst = merge(rows, "vision prefill", "all")
+    counts = images["num_soft_tokens_per_image"].tolist()
+    report(f"vision stage ({counts} soft tokens): {len(rows)} sub-stages, worst {worst.value:.3g}")
+    assert_rows_pass(rows)
+
+
+@pytest.mark.parametrize(("text_before", "image_size"), [(1, (48, 48)), (6, (40, 72))])
+def test_image_prefill_and_generation_match_hf(vision_model, text_before, image_size, report):
+    """The image slot at different offsets, ragged rows: last-token logits and 6 greedy tokens."""
+    prompt = image_prompt(vision_model.config, text_after=[5, 2], text_before=text_before, image_size=image_size)
+    runtime = StaticGemma4Runtime(
+        vision_model, max_seq=prompt.input_ids.shape[1] + 6, batch_size=2, **prompt.image_slot
+    )
+    args = (prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
+    theirs = hf_prefill(vision_model, prompt).logits[torch.arange(2), prompt.last_index]
+    rows = parity.logits_rows(runtime.prefill(*args), theirs, FP32)
+    rows += parity.generation_rows(vision_model, runtime, prompt, max_new_tokens=6)
+    report(f"image at {prompt.visual_start_idx}, {prompt.num_visual_tokens} soft tokens: logits {rows[0].value:.3g}")
+    assert_rows_pass(rows)
+
+
+def _swap_rope_axes(monkeypatch):
+    original = cpu_vision.vision_rope
+    monkeypatch.setattr(
+        cpu_vision, "vision_rope", lambda spec, positions, dtype: original(spec, positions.flip(-1), dtype)
+    )
+
+
+def _swap_position_embeddings(monkeypatch):
+    original = VisionEncoder.embed_patches
+    monkeypatch.setattr(
+        VisionEncoder,
+        "embed_patches",
+        lambda self, pixels, positions, padding: original(self, pixels, positions.flip(-1), padding),
+    )
+
+
+def _drop_clamps(monkeypatch):
+    monkeypatch.setattr(ClippedProjection, "forward", lambda self, x: self.linear(x))
+
+
+def _pool_by_the_wrong_width(monkeypatch):
+    original = cpu_vision.pooling_matrix
+    monkeypatch.setattr(
+        cpu_vision,
+        "pooling_matrix",
+        lambda positions, padding, kernel, tokens: original(positions.flip(-1), padding, kernel, tokens),
+    )
+
+
+def _drop_the_norm_weight_of_q(monkeypatch):
+    original = VisionEncoderLayer.__init__
+
+    def init(self, weights, spec):
+        original(self, weights, spec)
+        self.q_norm = torch.nn.Parameter(torch.ones_like(self.q_norm), requires_grad=False)
+
+    monkeypatch.setattr(VisionEncoderLayer, "__init__", init)
+
+
+@pytest.mark.parametrize(
+    ("fault", "first_failure"),
+    [
+        (_swap_rope_axes, "2-D RoPE cos"),
+        (_swap_position_embeddings, "patch embeddings"),
+        (_drop_clamps, "encoder layer 0"),
+        (_pool_by_the_wrong_width, "pooled"),
+        (_drop_the_norm_weight_of_q, "encoder layer 0"),
+    ],
+    ids=["rope-axes-swapped", "position-embeddings-swapped", "no-clamps", "pooling-width", "q-norm-weight-dropped"],
+)
+def test_the_vision_checks_catch_porting_bugs(e2b_vision_model, monkeypatch, fault, first_failure):
+    """Both sides agree to the last bit on the fixtures, so each check is shown to fail, at the
+    sub-stage where the bug sits, when a realistic porting bug is injected (the fixture weights
+    look trained: per-element norms, a random position table, calibrated clip bounds)."""
+    images = processed_images(e2b_vision_model.config, IMAGE_SETS["mixed-aspect"], seed=3)
+    fault(monkeypatch)
+    ids = images["image_position_ids"]
+    rows = vision_input_rows(e2b_vision_model, ids, profile=70, dtype=FP32)
+    rows += vision_stage_rows(e2b_vision_model, images["pixel_values"], ids, profile=70, dtype=FP32)
+    failed = [row for row in rows if not row.passed]
+    assert failed, "the injected bug went unnoticed"
+    assert failed[0].check.startswith(first_failure), failed[0]
+    assert not rows[-1].passed  # and it reaches the soft tokens
