@@ -37,6 +37,7 @@ def test_verify_passes_on_the_default_model_and_writes_json(tmp_path, capsys):
         "static inputs",
         "token embedding",
         "PLE",
+        "vision inputs",
         "vision prefill",
         "fusion",
         "masks prefill",

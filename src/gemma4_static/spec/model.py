@@ -116,7 +116,10 @@ def read_model(model: Any) -> tuple[ModelSpec, ModelWeights]:
         )
     multimodal = model_class(model) == MULTIMODAL_MODEL
     vision_spec, vision_weights = (read_vision(model) if multimodal else None) or (None, None)
-    placeholders = (model.config.image_token_id, model.config.video_token_id, model.config.audio_token_id)
+    placeholders = ()
+    if multimodal:
+        ids = (model.config.image_token_id, model.config.video_token_id, model.config.audio_token_id)
+        placeholders = tuple(int(token) for token in ids if token is not None)
     spec = ModelSpec(
         text=read_text_config(config),
         hidden_size=int(config.hidden_size),
@@ -126,7 +129,7 @@ def read_model(model: Any) -> tuple[ModelSpec, ModelWeights]:
         final_logit_softcapping=config.final_logit_softcapping,
         pad_token_id=int(config.pad_token_id),
         image_token_id=model.config.image_token_id if multimodal else None,
-        placeholder_token_ids=tuple(int(i) for i in placeholders if i is not None) if multimodal else (),
+        placeholder_token_ids=placeholders,
         vision=vision_spec,
         dtype=text.embed_tokens.weight.dtype,
     )
