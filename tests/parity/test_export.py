@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from gemma4_static.export import export_stages, stage_cases
+from gemma4_static.export import export_case, export_stages, stage_cases
 from gemma4_static.oracle import parity
 from gemma4_static.oracle.report import assert_rows_pass, merge
 from gemma4_static.oracle.samples import image_prompt
@@ -76,3 +76,23 @@ def test_export_stages_writes_programs_and_manifest(tiny_setup, tmp_path):
     hidden = torch.randn(1, 1, 64)
     # exact: the saved and reloaded program replays the same fp32 ops on the same input
     torch.testing.assert_close(loaded.module()(hidden), runtime.stages.lm_head(hidden), rtol=0, atol=0)
+
+
+# ops whose output shape or control flow depends on tensor values: none may appear in a static stage
+DATA_DEPENDENT_OPS = ("nonzero", "masked_select", "_local_scalar_dense", "unique", "one_hot", "item", "max", "argmax")
+
+
+def test_exported_vision_stage_is_static(tiny_setup, report):
+    """The vision stage exports at the profile's patch budget, equals eager, and its graph has no
+    data-dependent operator and no unbacked size (HF's pooler takes a max over the positions and
+    builds a one-hot from it; ours gets a static pooling matrix from the CPU side)."""
+    runtime, images = tiny_setup
+    (case,) = [case for case in stage_cases(runtime, **images) if case.name == "vision_prefill"]
+    program = export_case(case)
+    assert not program.range_constraints, program.range_constraints
+    targets = {str(node.target) for node in program.graph.nodes if node.op == "call_function"}
+    offending = {target for target in targets if any(f"aten.{op}." in target for op in DATA_DEPENDENT_OPS)}
+    assert offending == set(), offending
+    rows = parity.export_rows([case])
+    report(f"vision stage export: {len(targets)} distinct ops, max |exported - eager| {rows[0].value:.3g}")
+    assert_rows_pass(rows)

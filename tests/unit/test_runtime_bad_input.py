@@ -225,3 +225,44 @@ def test_reusing_layer_needs_the_producers_kv(text_runtime):
     cos = sin = torch.zeros(2, 1, layer.head_dim)
     with pytest.raises(ValueError, match=r"kv must be given to a layer that reuses K/V"):
         layer(hidden, ple, cos, sin, torch.zeros(2, 1, 1, 1))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"vision_profile": 100}, r"vision_profile must be one of \(70, 140, 280, 560, 1120\) and at least num_visual"),
+        ({"vision_profile": 70, "num_visual_tokens": 80}, r"at least num_visual_tokens=80, got 70"),
+        (
+            {"vision_profile": 70, "visual_start_idx": None, "num_visual_tokens": None},
+            r"vision_profile is given exactly",
+        ),
+        (
+            {"num_visual_tokens": 2000, "max_seq": 4096},
+            r"num_visual_tokens=2000 exceeds the largest vision profile 1120",
+        ),
+    ],
+)
+def test_bad_vision_profiles(tiny_model, kwargs, message):
+    options = {"max_seq": 128, "visual_start_idx": 2, "num_visual_tokens": 64, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        StaticGemma4Runtime(tiny_model, **options)
+
+
+def test_image_processed_at_another_profile_names_both(image_setup, tiny_model):
+    prompt, _ = image_setup
+    runtime = StaticGemma4Runtime(
+        tiny_model, max_seq=prompt.input_ids.shape[1] + 2, batch_size=2, vision_profile=140, **prompt.image_slot
+    )
+    args = (prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
+    with pytest.raises(
+        ValueError, match=r"shape \(2, 280, 2\), but the vision profile of 140 soft tokens takes \(N, 560, 2\)"
+    ):
+        runtime.prefill(*args)
+
+
+def test_pixel_values_of_another_patch_size(image_setup):
+    prompt, runtime = image_setup
+    with pytest.raises(ValueError, match=r"pixel_values must be \(batch_size=2, patches, 3 \* patch_size\^2=48\)"):
+        runtime.prefill(
+            prompt.input_ids, prompt.attention_mask, prompt.pixel_values[..., :12], prompt.image_position_ids
+        )

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from gemma4_static import cli
+from gemma4_static.cpu import vision as cpu_vision
 from gemma4_static.cpu.rope import build_rope
 from gemma4_static.oracle import models, parity
 
@@ -119,3 +120,14 @@ def test_verify_without_its_extra_says_what_to_install():
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "PIL is missing; install the verify extra: pip install 'gemma4-static[verify]'" in result.stderr
+
+
+def test_vision_rope_off_by_one_position_fails_the_vision_rope_rows(monkeypatch, tmp_path):
+    """The vision stage's 2-D RoPE is checked against HF's own rotary module: shifting it by one
+    position fails exactly those rows (downstream, a shift of every position cancels out in q.k)."""
+    original = cpu_vision.vision_rope
+    monkeypatch.setattr(cpu_vision, "vision_rope", lambda spec, positions, dtype: original(spec, positions + 1, dtype))
+    report_path = tmp_path / "report.json"
+    assert cli.main(["verify", "--no-export", "--json", str(report_path)]) == 1
+    failed = {row["check"] for row in json.loads(report_path.read_text())["rows"] if row["status"] == "FAIL"}
+    assert failed == {"2-D RoPE cos vs Gemma4VisionRotaryEmbedding", "2-D RoPE sin vs Gemma4VisionRotaryEmbedding"}
