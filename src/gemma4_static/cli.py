@@ -17,7 +17,7 @@ def _parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="check every runtime stage against HF transformers")
     verify.add_argument(
         "--config",
-        choices=("tiny", "e2b-geometry"),
+        choices=("tiny", "e2b-vision", "e2b-geometry"),
         default="tiny",
         help="embedded default model to verify (default: tiny); ignored with --checkpoint",
     )

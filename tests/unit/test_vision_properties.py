@@ -4,30 +4,25 @@ contribute nothing, the mask forbids exactly the padded keys, and the 2-D RoPE i
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gemma4_static.cpu.vision import build_vision_inputs, vision_inverse_frequencies
-from gemma4_static.spec import VisionSpec
+from gemma4_static.spec import VisionSpec, read_model
 
 
-def _spec(kernel: int) -> VisionSpec:
-    return VisionSpec(
-        hidden_size=8,
-        num_layers=1,
-        num_heads=1,
-        num_kv_heads=1,
-        head_dim=16,
-        patch_size=2,
-        pooling_kernel_size=kernel,
-        position_embedding_size=256,
-        rope_theta=100.0,
-        rms_norm_eps=1e-6,
-        embed_eps=1e-6,
-        standardize=False,
-    )
+@pytest.fixture(scope="module")
+def tiny_vision(tiny_model) -> VisionSpec:
+    return read_model(tiny_model)[0].vision
+
+
+def _spec(base: VisionSpec, kernel: int) -> VisionSpec:
+    """The tiny tower's spec with another pooling kernel and a 256-entry position table."""
+    return dataclasses.replace(base, pooling_kernel_size=kernel, position_embedding_size=256)
 
 
 def _grid_ids(width: int, height: int, budget: int) -> torch.Tensor:
@@ -54,9 +49,9 @@ def image_batches(draw):
 @given(image_batches())
 @example((3, 1, _grid_ids(3, 3, 9)[None]))  # one soft token, no padding
 @example((2, 8, torch.stack([_grid_ids(2, 2, 32), _grid_ids(16, 2, 32)])))  # mostly padding beside none
-def test_pooling_averages_each_block_of_valid_patches(batch):
+def test_pooling_averages_each_block_of_valid_patches(tiny_vision, batch):
     kernel, profile, ids = batch
-    inputs = build_vision_inputs(_spec(kernel), ids, profile=profile)
+    inputs = build_vision_inputs(_spec(tiny_vision, kernel), ids, profile=profile)
     pooling, valid = inputs.pooling, ~inputs.padding
     assert pooling.shape == (len(ids), profile, profile * kernel**2)
     assert (pooling[~valid[:, None, :].expand_as(pooling)] == 0).all()  # padded patches contribute nothing
@@ -75,18 +70,18 @@ def test_pooling_averages_each_block_of_valid_patches(batch):
 
 
 @given(image_batches())
-def test_mask_forbids_exactly_the_padded_keys(batch):
+def test_mask_forbids_exactly_the_padded_keys(tiny_vision, batch):
     kernel, profile, ids = batch
-    inputs = build_vision_inputs(_spec(kernel), ids, profile=profile, mask_value=-30000.0)
+    inputs = build_vision_inputs(_spec(tiny_vision, kernel), ids, profile=profile, mask_value=-30000.0)
     assert inputs.mask.shape == (len(ids), 1, 1, profile * kernel**2)  # key-only, the same for every query
     assert torch.equal(inputs.mask[:, 0, 0] == 0, ~inputs.padding)
     assert (inputs.mask[:, 0, 0][inputs.padding] == -30000.0).all()
 
 
 @given(image_batches(), st.sampled_from([torch.float32, torch.bfloat16]))
-def test_rope_is_axial_and_equals_direct_computation(batch, dtype):
+def test_rope_is_axial_and_equals_direct_computation(tiny_vision, batch, dtype):
     kernel, profile, ids = batch
-    spec = _spec(kernel)
+    spec = _spec(tiny_vision, kernel)
     inputs = build_vision_inputs(spec, ids, profile=profile, dtype=dtype)
     angles = inputs.positions[..., None].float() * vision_inverse_frequencies(spec)  # (N, P, 2, D/4)
     x, y = angles[..., 0, :], angles[..., 1, :]
@@ -95,12 +90,12 @@ def test_rope_is_axial_and_equals_direct_computation(batch, dtype):
     assert torch.equal(inputs.sin, expected.sin().to(dtype))
 
 
-def test_patch_budget_must_be_the_profiles():
+def test_patch_budget_must_be_the_profiles(tiny_vision):
     ids = _grid_ids(4, 4, 16)[None]
     with pytest.raises(
         ValueError, match=r"the vision profile of 70 soft tokens takes \(N, 280, 2\) \(70 x 2\^2 patches\)"
     ):
-        build_vision_inputs(_spec(2), ids, profile=70)
+        build_vision_inputs(_spec(tiny_vision, 2), ids, profile=70)
 
 
 @pytest.mark.parametrize(
@@ -121,6 +116,6 @@ def test_patch_budget_must_be_the_profiles():
     ],
     ids=["half-padded", "out-of-table", "float", "not-a-grid"],
 )
-def test_bad_image_position_ids(ids, error, message):
+def test_bad_image_position_ids(tiny_vision, ids, error, message):
     with pytest.raises(error, match=message):
-        build_vision_inputs(_spec(2), ids, profile=1)
+        build_vision_inputs(_spec(tiny_vision, 2), ids, profile=1)
