@@ -29,8 +29,9 @@ class StageCase:
 
 
 def _layer_cases(runtime: StaticGemma4Runtime, generator: torch.Generator, *, representative: bool) -> list[StageCase]:
-    """Decoder layers in prefill, chunk and decode mode; ``representative``: only the first layer of
-    each (layer type, produces/reuses K/V) combination."""
+    """Decoder layers in prefill, chunk and decode mode, at the cache layout's sizes (a sliding ring
+    holds ``sliding_window`` slots); ``representative``: only the first layer of each (layer type,
+    produces/reuses K/V) combination."""
     batch, max_seq = runtime.layout.batch_size, runtime.layout.max_seq
     lengths = {"prefill": max_seq, "chunk": runtime.layout.prefill_chunk or min(16, max_seq), "decode": 1}
     seen, cases = set(), []
@@ -39,8 +40,12 @@ def _layer_cases(runtime: StaticGemma4Runtime, generator: torch.Generator, *, re
             continue
         seen.add((layer_type, layer.reuses_kv))
         kind = "reuse" if layer.reuses_kv else "produce"
+        capacity, ring = runtime.cache.capacity[layer_type], runtime.cache.is_ring(layer_type)
         for mode in MODES:
-            args = layer.example_inputs(batch, lengths[mode], generator, max_seq=max_seq, mode=mode)
+            slots = (
+                capacity + lengths[mode] if mode == "chunk" and ring else capacity
+            )  # a ring makes room for the chunk
+            args = layer.example_inputs(batch, lengths[mode], generator, cache_slots=slots, mode=mode)
             cases.append(StageCase(f"layer{index:02d}_{layer_type}_{kind}_{mode}", layer, args))
     return cases
 

@@ -47,7 +47,8 @@ class StaticGemma4Runtime:
     row right-padded to ``max_seq``.
 
     The stages run over a :class:`~gemma4_static.stack.LayerStack` (masks and RoPE sliced from
-    tables built once, K/V of producing layers in a static cache that layers reusing K/V read). With
+    tables built once, K/V of producing layers in a static cache that layers reusing K/V read;
+    ``sliding_cache="ring"`` keeps ``sliding_window`` slots for sliding layers, ``"full"`` ``max_seq``). With
     ``prefill_chunk`` the prompt is prefilled in fixed chunks of that many tokens over the cache.
     After a prefill, :meth:`decode_one` advances every row by one token at its own position.
     """
@@ -62,12 +63,13 @@ class StaticGemma4Runtime:
         num_visual_tokens: int | None = None,
         prefill_chunk: int | None = None,
         vision_profile: int | None = None,
+        sliding_cache: str = "ring",
     ) -> None:
         self.spec, weights = read_model(model)
         if vision_profile is None and isinstance(num_visual_tokens, int):
             vision_profile = smallest_profile(num_visual_tokens)
         slot = (visual_start_idx, num_visual_tokens)
-        self.layout = StaticLayout(max_seq, batch_size, *slot, prefill_chunk, vision_profile)
+        self.layout = StaticLayout(max_seq, batch_size, *slot, prefill_chunk, vision_profile, sliding_cache)
         if self.layout.has_image_slot and weights.vision is None:
             raise ValueError("an image slot (visual_start_idx, num_visual_tokens) needs a model with a vision tower")
         image_slot = (visual_start_idx, num_visual_tokens) if self.layout.has_image_slot else None
@@ -134,10 +136,10 @@ class StaticGemma4Runtime:
         # row matters (as HF's generate does); intermediates keep the full depth for debugging.
         depth = self.spec.num_layers if states is not None else self.stack.first_reusing_layer
         if single_shot:
-            slots = torch.arange(self.layout.max_seq).expand(batch, -1)
-            masks = self.stack.masks(inputs.valid, None, blocks)
+            positions = torch.arange(self.layout.max_seq).expand(batch, -1)
+            masks = self.stack.own_masks(inputs.valid, blocks)
             hidden = self.stack.run(
-                fused, per_layer_inputs, slots, inputs.valid, masks, range(depth), from_cache=False, states=states
+                fused, per_layer_inputs, positions, inputs.valid, masks, range(depth), mode="own", states=states
             )
         else:
             hidden = self.stack.run_chunks(fused, per_layer_inputs, inputs.valid, blocks, range(depth))
@@ -145,15 +147,15 @@ class StaticGemma4Runtime:
         rows, last_index = torch.arange(batch), inputs.valid_length - 1
         last = hidden[rows, last_index][:, None]
         if depth < self.spec.num_layers:
-            slots = last_index[:, None]
+            positions = last_index[:, None]
             last = self.stack.run(
                 last,
                 per_layer_inputs[rows, last_index][:, None],
-                slots,
-                torch.zeros_like(slots, dtype=torch.bool),
-                self.stack.masks(inputs.valid, slots, blocks),
+                positions,
+                torch.zeros_like(positions, dtype=torch.bool),
+                self.stack.cache_masks(positions, inputs.valid_length, blocks),
                 range(depth, self.spec.num_layers),
-                from_cache=True,
+                mode="cache",
             )
         logits = stages.lm_head(last)[:, 0]
         if not keep_intermediates:
@@ -175,13 +177,13 @@ class StaticGemma4Runtime:
         """
         next_ids = check_next_ids(next_ids, batch_size=self.layout.batch_size, vocab_size=self.spec.vocab_size)
         next_ids = llm_ids(next_ids, self.spec.placeholder_token_ids, self.spec.pad_token_id)
-        slots = self.cache.advance()[:, None]
+        positions = self.cache.advance()[:, None]
         embeddings = self.stages.embedding(next_ids)
         per_layer_inputs = self.stages.per_layer_inputs(next_ids, embeddings)
-        masks = self.stack.masks(self.cache.valid_slots(), slots)
-        keep = torch.ones_like(slots, dtype=torch.bool)
+        masks = self.stack.cache_masks(positions, self.cache.lengths)
+        keep = torch.ones_like(positions, dtype=torch.bool)
         layers = range(self.spec.num_layers)
-        hidden = self.stack.run(embeddings, per_layer_inputs, slots, keep, masks, layers, from_cache=True)
+        hidden = self.stack.run(embeddings, per_layer_inputs, positions, keep, masks, layers, mode="cache")
         return self.stages.lm_head(hidden)[:, 0]
 
     @torch.no_grad()

@@ -1,5 +1,11 @@
 """The decoder stack over the static cache: which K/V each layer attends over, where producing
-layers write theirs, and the masks and RoPE rows of the queries (all sliced from tables built once)."""
+layers write theirs, and the masks and RoPE rows of the queries (all sliced from tables built once).
+
+Three ways a step attends: ``own`` (single-shot prefill: this step's K/V alone, ``max_seq`` keys),
+``cache`` (decode and the prefill tail: the cache, this step's K/V placed at their slots), and
+``chunk`` (chunked prefill: full layers as ``cache``; ring layers over ``[ring before the chunk |
+the chunk]``, so a chunk longer than the window never overwrites keys its own queries still need).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ import torch
 
 from .cpu.cache import StaticKVCache
 from .cpu.inputs import StaticLayout
-from .cpu.masks import mask_table
+from .cpu.masks import mask_table, to_additive
 from .cpu.rope import RopeTables
 from .npu.decoder import DecoderLayer
 from .spec import ModelSpec
@@ -21,46 +27,75 @@ class LayerStack:
         self.spec, self.layers, self.layout = spec, layers, layout
         self.mask_table = mask_table(spec.text, layout.max_seq)
         self.rope = RopeTables(spec.text, layout.max_seq)
-        self.cache = StaticKVCache(spec.text, batch_size=layout.batch_size, max_seq=layout.max_seq, dtype=spec.dtype)
+        self.cache = StaticKVCache(
+            spec.text,
+            batch_size=layout.batch_size,
+            max_seq=layout.max_seq,
+            dtype=spec.dtype,
+            sliding_cache=layout.sliding_cache,
+        )
         reusing = [index for index, source in enumerate(self.cache.sources) if source != index]
         self.first_reusing_layer = reusing[0] if reusing else len(layers)
+        self.fill = torch.finfo(spec.dtype).min
 
-    def masks(
-        self, valid: torch.Tensor, positions: torch.Tensor | None, blocks: torch.Tensor | None = None
+    def own_masks(self, valid: torch.Tensor, blocks: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        """Single-shot prefill masks ``{layer_type: (B, 1, S, S)}`` over the ``valid (B, S)`` tokens."""
+        return self.mask_table.additive_masks(valid, None, blocks, dtype=self.spec.dtype, fill=self.fill)
+
+    def cache_masks(
+        self,
+        positions: torch.Tensor,
+        written: torch.Tensor,
+        blocks: torch.Tensor | None = None,
+        *,
+        before: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
-        """Additive masks ``{layer_type: (B, 1, C, max_seq)}`` in the model dtype (``finfo.min`` forbidden)
-        for queries at ``positions (B, C)`` (``None``: all) over the ``valid (B, max_seq)`` slots."""
-        fill = torch.finfo(self.spec.dtype).min
-        return self.mask_table.additive_masks(valid, positions, blocks, dtype=self.spec.dtype, fill=fill)
+        """Additive masks ``{layer_type: (B, 1, C, K)}`` for queries at ``positions (B, C)`` once
+        positions ``[0, written)`` of each row are in the cache (``written (B,)``). With ``before``
+        (``chunk`` mode) ring layers see ``[ring holding [0, before) | this chunk's written positions]``."""
+        key_positions = {}
+        for name in self.mask_table.rules:
+            if before is not None and self.cache.is_ring(name):
+                chunk = torch.where(positions < written[:, None], positions, -1)
+                key_positions[name] = torch.cat((self.cache.key_positions(name, before), chunk), dim=1)
+            else:
+                key_positions[name] = self.cache.key_positions(name, written)
+        masks = self.mask_table.masks_at(positions, key_positions, blocks)
+        return {name: to_additive(mask, dtype=self.spec.dtype, mask_value=self.fill) for name, mask in masks.items()}
 
     def run(
         self,
         hidden: torch.Tensor,
         per_layer_inputs: torch.Tensor,
-        slots: torch.Tensor,
+        positions: torch.Tensor,
         keep: torch.Tensor,
         masks: dict[str, torch.Tensor],
         layers: range,
         *,
-        from_cache: bool,
+        mode: str,
         states: list[torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """Run ``layers`` on ``hidden (B, S, H)`` for queries at ``slots (B, S)``; producing layers
-        write their K/V where ``keep (B, S)`` holds. ``from_cache``: attend over the static cache
-        (chunks, decode, the reusing tail of a prefill) instead of this step's K/V alone (single-shot
-        prefill). ``states`` collects each layer's output."""
-        rope = self.rope.lookup(slots, self.spec.dtype)
+        """Run ``layers`` on ``hidden (B, S, H)`` for queries at ``positions (B, S)`` in ``mode`` (see the
+        module docstring); producing layers write their K/V where ``keep (B, S)`` holds. ``states``
+        collects each layer's output."""
+        rope = self.rope.lookup(positions, self.spec.dtype)
         produced: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        length = positions.shape[1]
         for index in layers:
             layer_type, source = self.spec.text.layer_types[index], self.cache.sources[index]
             cos, sin = rope[layer_type]
-            # from the cache, or (single shot) the producer's K/V of this call; None for a producer
-            kv = (self.cache.keys[source], self.cache.values[source]) if from_cache else produced.get(source)
+            if mode == "own":  # the producer's K/V of this call; None for a producer
+                kv, slots = produced.get(source), positions
+            elif mode == "chunk" and self.cache.is_ring(layer_type):  # reusing layers never run chunked
+                kv = self.cache.buffers(index, extra=length)
+                slots = (self.cache.capacity[layer_type] + torch.arange(length)).expand_as(positions)
+            else:
+                kv, slots = self.cache.buffers(index), self.cache.slots(layer_type, positions)
             hidden, key, value = self.layers[index](
                 hidden, per_layer_inputs[:, :, index], cos, sin, masks[layer_type], kv, slots
             )
             if source == index:
-                self.cache.write(index, key, value, slots, keep)
+                self.cache.write(index, key, value, positions, keep)
                 produced[index] = (key, value)
             if states is not None:
                 states.append(hidden)
@@ -74,16 +109,17 @@ class LayerStack:
         blocks: torch.Tensor | None,
         layers: range,
     ) -> torch.Tensor:
-        """Prefill ``layers`` in chunks of ``prefill_chunk`` tokens over the cache; returns
-        ``(B, max_seq, H)`` (chunks past every prompt are skipped and stay zero)."""
+        """Prefill ``layers`` (producers only) in chunks of ``prefill_chunk`` tokens over the cache;
+        returns ``(B, max_seq, H)`` (chunks past every prompt are skipped and stay zero)."""
         chunk, batch = self.layout.prefill_chunk, self.layout.batch_size
         hidden = torch.zeros_like(fused)
-        slots_all = torch.arange(self.layout.max_seq)
-        for start in range(0, int(valid.sum(dim=1).max()), chunk):
+        lengths = valid.sum(dim=1)
+        for start in range(0, int(lengths.max()), chunk):
             span = slice(start, start + chunk)
-            slots = slots_all[span].expand(batch, -1)
-            masks = self.masks(valid & (slots_all < start + chunk), slots, blocks)
+            positions = torch.arange(start, start + chunk).expand(batch, -1)
+            before, written = lengths.clamp(max=start), lengths.clamp(max=start + chunk)
+            masks = self.cache_masks(positions, written, blocks, before=before)
             hidden[:, span] = self.run(
-                fused[:, span], per_layer_inputs[:, span], slots, valid[:, span], masks, layers, from_cache=True
+                fused[:, span], per_layer_inputs[:, span], positions, valid[:, span], masks, layers, mode="chunk"
             )
         return hidden

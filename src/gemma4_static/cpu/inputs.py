@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from .cache import SLIDING_CACHES
 from .checks import positive_int, valid_token_mask
 from .vision import VISION_PROFILES
 
@@ -20,7 +21,8 @@ class StaticLayout:
     for text-only): soft tokens occupy ``[visual_start_idx, visual_start_idx + num_visual_tokens)``.
     ``prefill_chunk`` (``None``: single shot) must tile ``max_seq`` and keep the image slot inside
     one chunk (its tokens attend to each other bidirectionally, which a chunk cannot do across a
-    later chunk). ``vision_profile`` is the soft-token budget the images are processed at (one of
+    later chunk). ``sliding_cache`` is the KV layout of sliding layers (``"ring"``: ``sliding_window``
+    slots; ``"full"``: ``max_seq``). ``vision_profile`` is the soft-token budget the images are processed at (one of
     :data:`VISION_PROFILES`, at least ``num_visual_tokens``; ``None`` without an image slot).
     """
 
@@ -30,6 +32,7 @@ class StaticLayout:
     num_visual_tokens: int | None = None
     prefill_chunk: int | None = None
     vision_profile: int | None = None
+    sliding_cache: str = "ring"
 
     def __post_init__(self) -> None:
         positive_int(self.max_seq, "max_seq")
@@ -49,6 +52,8 @@ class StaticLayout:
                 raise ValueError(f"the image slot [{start}, {start + count}) does not fit in max_seq={self.max_seq}")
         if self.prefill_chunk is not None:
             self._check_chunk()
+        if self.sliding_cache not in SLIDING_CACHES:
+            raise ValueError(f"sliding_cache must be one of {SLIDING_CACHES}, got {self.sliding_cache!r}")
         if self.has_image_slot != (self.vision_profile is not None):
             raise ValueError("vision_profile is given exactly when the layout has an image slot")
         if self.has_image_slot and (

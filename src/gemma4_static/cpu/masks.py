@@ -69,17 +69,28 @@ class MaskTable:
     def bool_masks(
         self, valid: torch.Tensor, positions: torch.Tensor | None = None, blocks: torch.Tensor | None = None
     ) -> dict[str, torch.Tensor]:
-        """``{layer_type: (B, 1, C, size)}`` boolean masks, ``True`` = allowed."""
+        """``{layer_type: (B, 1, C, size)}`` boolean masks, ``True`` = allowed, over key slots = positions."""
+        slots = torch.arange(self.size).expand_as(valid)
+        queries = slots if positions is None else positions
+        keys = torch.where(valid, slots, -1)
+        return self.masks_at(queries, dict.fromkeys(self.rules, keys), blocks)
+
+    def masks_at(
+        self, positions: torch.Tensor, key_positions: dict[str, torch.Tensor], blocks: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
+        """``{layer_type: (B, 1, C, K)}`` boolean masks for queries at ``positions (B, C)`` over keys
+        holding the absolute positions ``key_positions[layer_type] (B, K)`` (``-1`` = an empty slot),
+        whatever slot each key sits in (a ring cache's slots wrap; the positions decide)."""
         masks = {}
         for name, rule in self.rules.items():
-            rows = rule if positions is None else rule[positions]
-            mask = rows & valid[:, None, :]
+            keys = key_positions[name]
+            held = (keys >= 0)[:, None, :]
+            clamped = keys.clamp(min=0)
+            mask = rule[positions[:, :, None], clamped[:, None, :]] & held
             if blocks is not None and name == SLIDING_ATTENTION:
-                queries = torch.arange(self.size)[None] if positions is None else positions
-                query_blocks = blocks if positions is None else blocks.gather(1, positions)
-                slots = torch.arange(self.size)
-                in_window = within_window(queries[:, :, None], slots[None, None, :], self.view.sliding_window)
-                mask = mask | (in_window & same_vision_block(query_blocks, blocks) & valid[:, None, :])
+                in_window = within_window(positions[:, :, None], clamped[:, None, :], self.view.sliding_window)
+                same_block = same_vision_block(blocks.gather(1, positions), blocks.gather(1, clamped))
+                mask = mask | (in_window & same_block & held)
             masks[name] = mask[:, None]
         return masks
 

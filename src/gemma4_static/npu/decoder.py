@@ -94,24 +94,24 @@ class DecoderLayer(nn.Module):
         return hidden * self.layer_scalar, key, value
 
     def example_inputs(
-        self, batch: int, length: int, generator: torch.Generator, *, max_seq: int, mode: str
+        self, batch: int, length: int, generator: torch.Generator, *, cache_slots: int, mode: str
     ) -> tuple[torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None, ...]:
         """Random inputs of one static mode: ``prefill`` (``length`` queries over this step's K/V, or
-        the producer's ``max_seq`` K/V for a reusing layer), ``chunk`` (``length`` queries over the
-        cache) or ``decode`` (one query over the cache)."""
+        the producer's ``cache_slots`` K/V for a reusing layer), ``chunk`` (``length`` queries over
+        ``cache_slots`` K/V: the cache, or a ring with room for the chunk) or ``decode`` (one query)."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         length = 1 if mode == "decode" else length
         from_cache = mode != "prefill" or self.reuses_kv
         dtype = self.q_proj.weight.dtype
-        cache_shape = (batch, self.num_kv_heads, max_seq, self.head_dim)
+        cache_shape = (batch, self.num_kv_heads, cache_slots, self.head_dim)
         cache = (torch.randn(cache_shape, generator=generator, dtype=dtype),) * 2
         return (
             torch.randn(batch, length, self.q_proj.in_features, generator=generator, dtype=dtype),
             torch.randn(batch, length, self.ple_gate.out_features, generator=generator, dtype=dtype),
             torch.randn(batch, length, self.head_dim, generator=generator, dtype=dtype),
             torch.randn(batch, length, self.head_dim, generator=generator, dtype=dtype),
-            torch.zeros(batch, 1, length, max_seq if from_cache else length, dtype=dtype),
+            torch.zeros(batch, 1, length, cache_slots if from_cache else length, dtype=dtype),
             cache if from_cache else None,
             torch.arange(length).expand(batch, -1).contiguous(),
         )

@@ -171,21 +171,26 @@ def paired_hidden_states(
 
 
 def paired_kv(static_cache: Any, hf_cache: Any, valid: torch.Tensor) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
-    """``(name, ours, HF)`` for the K and V of every producing layer after prefill, on the positions
-    HF kept that are valid: full layers keep all, sliding layers only the last ``window - 1`` (of
-    the padded batch)."""
-    length = valid.shape[1]
+    """``(name, ours, HF)`` for the K and V of every producing layer after prefill, on the valid
+    positions both caches hold: HF keeps every position for full layers and the last
+    ``window - 1`` of the padded batch for sliding layers; the static cache keeps ``max_seq`` slots,
+    or a ring of each row's last ``window`` positions. Ours is read at the slot holding each position."""
+    batch, length = valid.shape
+    lengths = valid.sum(dim=1)
     pairs = []
     for index, source in enumerate(static_cache.sources):
         if source != index:
             continue
-        hf_layer = hf_cache.layers[index]
-        positions = slice(length - hf_layer.keys.shape[2], length)
-        keep = valid[:, positions]
+        hf_layer, layer_type = hf_cache.layers[index], static_cache.layer_types[index]
+        positions = torch.arange(length - hf_layer.keys.shape[2], length).expand(batch, -1)
+        slots = static_cache.slots(layer_type, positions)
+        held = static_cache.key_positions(layer_type, lengths).gather(1, slots) == positions
+        keep = valid[:, positions[0]] & held
         for kind, ours, theirs in (
             ("K", static_cache.keys, hf_layer.keys),
             ("V", static_cache.values, hf_layer.values),
         ):
-            mine = ours[index][:, :, positions].transpose(1, 2)[keep]
-            pairs.append((f"layer {index} {kind}", mine, theirs.transpose(1, 2)[keep]))
+            mine = ours[index].transpose(1, 2)  # (B, capacity, kv_heads, D)
+            mine = mine.gather(1, slots[:, :, None, None].expand(-1, -1, *mine.shape[2:]))
+            pairs.append((f"layer {index} {kind}", mine[keep], theirs.transpose(1, 2)[keep]))
     return pairs
