@@ -215,7 +215,9 @@ def test_cache_refuses_writes_past_max_seq(text_runtime):
     cache = text_runtime.cache
     layer = next(iter(cache.keys))
     key = torch.zeros(2, *cache.keys[layer].shape[1:2], 1, cache.keys[layer].shape[-1])
-    with pytest.raises(ValueError, match=r"cache is full: writing position 16 but the static cache has max_seq=16 slots"):
+    with pytest.raises(
+        ValueError, match=r"cache is full: writing position 16 but the static cache has max_seq=16 slots"
+    ):
         cache.write(layer, key, key, torch.full((2, 1), 16), torch.ones(2, 1, dtype=torch.bool))
 
 
