@@ -34,6 +34,11 @@ def _cases(request, model_name):
     return stage_cases(runtime, representative=True)
 
 
+def _window(request, model_name: str) -> int:
+    model = request.getfixturevalue("tiny_model" if model_name == "tiny" else "e2b_model")
+    return model.config.get_text_config().sliding_window
+
+
 @pytest.mark.parametrize("model_name", ["tiny", "e2b-geometry"])
 def test_exported_stages_equal_eager(request, model_name, report):
     cases = _cases(request, model_name)
@@ -50,6 +55,13 @@ def test_exported_stages_equal_eager(request, model_name, report):
             "chunk",
             "decode",
         }, kind
+    # decode with the ring layout: a sliding layer's cache input holds the window, a full layer's max_seq
+    decode_slots = {
+        "sliding" if "sliding_attention" in case.name else "full": case.args[5][0].shape[2]
+        for case in cases
+        if case.name.endswith("produce_decode")
+    }
+    assert decode_slots == {"sliding": _window(request, model_name), "full": 192 if model_name == "tiny" else 640}
     # tolerances.EXPORT_RELATIVE: the exported graph replays the same aten ops on the same inputs;
     # fp32 results agree to within reassociation noise of its decompositions (observed: 0); a
     # changed shape or dtype is a failure of its own
