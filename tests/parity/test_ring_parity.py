@@ -99,3 +99,18 @@ def test_ring_holds_the_window_and_never_fills(tiny_model):
     assert sorted(positions[0].tolist()) == list(range(40 - WINDOW, 40))
     with pytest.raises(ValueError, match=r"cache is full: rows \[0\] already hold max_seq=40 tokens"):
         runtime.decode_one(torch.full((1, 1), 7))  # the full layers have no slot left
+
+
+def test_decode_after_an_image_across_wraps_matches_hf(tiny_model, report):
+    """Decode logits (not only tokens) after an image, until the ring has wrapped three more times."""
+    prompt = image_prompt(tiny_model.config, text_after=[5, 1], seed=8)
+    steps = 3 * WINDOW + 1
+    runtime = StaticGemma4Runtime(
+        tiny_model, max_seq=prompt.input_ids.shape[1] + steps, batch_size=2, **prompt.image_slot
+    )
+    runtime.prefill(prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
+    rows = parity.decode_rows(tiny_model, runtime, prompt, _tokens(2, steps), FP32)
+    report(
+        f"ring decode after an image, {steps} steps: logits {max(row.value for row in rows if 'logits' in row.check):.3g}"
+    )
+    assert_rows_pass(rows)
