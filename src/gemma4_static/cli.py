@@ -7,12 +7,48 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # verification never reaches the network
 
+MAX_SEQ_LIMIT = 8192  # verify prefills in one shot: its masks are max_seq x max_seq
+STEPS_LIMIT = 4096
+
+
+def _bounded(low: int, high: int):
+    """An argparse type: an integer in ``[low, high]``, else a usage error (exit code 2)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer in [{low}, {high}], got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected an integer in [{low}, {high}], got {value}")
+        return value
+
+    return parse
+
+
+def _writable_file(text: str) -> Path:
+    """An argparse type: a file path whose folder exists and is writable, and that is not a folder."""
+    path = Path(text)
+    if path.is_dir() or not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
+        raise argparse.ArgumentTypeError(f"cannot write a report to {text!r}: not a file in a writable folder")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise argparse.ArgumentTypeError(f"cannot write a report to {text!r}: the file is read-only")
+    return path
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr (``prog: error: ...; see --help``) and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gemma4-static", description="Static-shape Gemma 4 runtime tools.")
+    parser = _Parser(prog="gemma4-static", description="Static-shape Gemma 4 runtime tools.")
     commands = parser.add_subparsers(dest="command", required=True)
     verify = commands.add_parser("verify", help="check every runtime stage against HF transformers")
     verify.add_argument(
@@ -22,10 +58,20 @@ def _parser() -> argparse.ArgumentParser:
         help="embedded default model to verify (default: tiny); ignored with --checkpoint",
     )
     verify.add_argument("--checkpoint", type=Path, metavar="PATH", help="a local Gemma 4 checkpoint folder")
-    verify.add_argument("--max-seq", type=int, help="static length (default: the sample prompt + steps + 1)")
+    verify.add_argument(
+        "--max-seq",
+        type=_bounded(1, MAX_SEQ_LIMIT),
+        metavar="N",
+        help=f"static length, at most {MAX_SEQ_LIMIT} (default: the sample prompt + steps + 1)",
+    )
     verify.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32", help="model and runtime dtype")
-    verify.add_argument("--steps", type=int, help="decode and generation steps (default: 2 * window + 3, at most 24)")
-    verify.add_argument("--json", type=Path, metavar="FILE", help="also write the report as JSON to FILE")
+    verify.add_argument(
+        "--steps",
+        type=_bounded(1, STEPS_LIMIT),
+        metavar="N",
+        help=f"decode and generation steps, 1 to {STEPS_LIMIT} (default: 2 * window + 3, at most 24)",
+    )
+    verify.add_argument("--json", type=_writable_file, metavar="FILE", help="also write the report as JSON to FILE")
     verify.add_argument("--no-export", action="store_true", help="skip the torch.export round-trip")
     return parser
 

@@ -18,6 +18,7 @@ from .cpu.inputs import (
     StaticInputs,
     StaticLayout,
     build_static_inputs,
+    check_eos_token_ids,
     check_next_ids,
     llm_ids,
 )
@@ -75,6 +76,12 @@ class StaticGemma4Runtime:
         image_slot = (visual_start_idx, num_visual_tokens) if self.layout.has_image_slot else None
         self.stages = build_stages(self.spec, weights, image_slot=image_slot)
         self.stack = LayerStack(self.spec, self.stages.layers, self.layout)
+        self.prefilled = False
+
+    def reset(self) -> None:
+        """Forget the conversation: the cache is emptied and the next call must be a prefill."""
+        self.cache.reset()
+        self.prefilled = False
 
     @property
     def cache(self) -> StaticKVCache:
@@ -129,6 +136,7 @@ class StaticGemma4Runtime:
         per_layer_inputs = stages.per_layer_inputs(inputs.input_ids, fused)
         blocks = None if soft_tokens is None else self.stack.mask_table.vision_blocks(inputs.mm_token_type_ids)
 
+        self.prefilled = False  # until this prefill has filled the cache
         self.cache.reset(inputs.valid_length)
         single_shot = self.layout.prefill_chunk is None
         states = [fused] if keep_intermediates and single_shot else None
@@ -158,6 +166,7 @@ class StaticGemma4Runtime:
                 mode="cache",
             )
         logits = stages.lm_head(last)[:, 0]
+        self.prefilled = True
         if not keep_intermediates:
             return PrefillOutputs(logits=logits, inputs=inputs)
         return PrefillOutputs(
@@ -173,9 +182,12 @@ class StaticGemma4Runtime:
     def decode_one(self, next_ids: torch.Tensor) -> torch.Tensor:
         """Feed one token per row ``(B, 1)`` at each row's next position; returns logits ``(B, vocab)``.
 
-        Raises ``ValueError`` ("cache is full") when a row already holds ``max_seq`` tokens.
+        Raises ``ValueError`` before any prefill (or after :meth:`reset`), and ("cache is full") when
+        a row already holds ``max_seq`` tokens.
         """
         next_ids = check_next_ids(next_ids, batch_size=self.layout.batch_size, vocab_size=self.spec.vocab_size)
+        if not self.prefilled:
+            raise ValueError("decode_one needs a prefill first: the cache holds no prompt (call prefill or generate)")
         next_ids = llm_ids(next_ids, self.spec.placeholder_token_ids, self.spec.pad_token_id)
         positions = self.cache.advance()[:, None]
         embeddings = self.stages.embedding(next_ids)
@@ -211,7 +223,7 @@ class StaticGemma4Runtime:
             raise ValueError(
                 f"prompt length {longest} + max_new_tokens {max_new_tokens} exceeds max_seq={self.layout.max_seq}"
             )
-        eos = torch.tensor([] if eos_token_id is None else eos_token_id, dtype=torch.long).flatten()
+        eos = check_eos_token_ids(eos_token_id)
         pad = self.spec.pad_token_id
         logits = self.prefill_outputs(inputs, pixel_values, image_position_ids).logits
         tokens = torch.full((self.layout.batch_size, max_new_tokens), pad, dtype=torch.long)

@@ -268,3 +268,30 @@ def test_pixel_values_of_another_patch_size(image_setup):
         runtime.prefill(
             prompt.input_ids, prompt.attention_mask, prompt.pixel_values[..., :12], prompt.image_position_ids
         )
+
+
+def test_decode_needs_a_prefill_first(tiny_model):
+    runtime = StaticGemma4Runtime(tiny_model, max_seq=8, batch_size=1)
+    with pytest.raises(ValueError, match=r"decode_one needs a prefill first"):
+        runtime.decode_one(torch.full((1, 1), 7))
+    runtime.prefill(torch.full((1, 3), 7))
+    runtime.decode_one(torch.full((1, 1), 7))
+    runtime.reset()
+    with pytest.raises(ValueError, match=r"decode_one needs a prefill first"):
+        runtime.decode_one(torch.full((1, 1), 7))
+    assert int(runtime.cache.lengths.sum()) == 0
+
+
+def test_a_failed_prefill_keeps_the_conversation(tiny_model):
+    runtime = StaticGemma4Runtime(tiny_model, max_seq=8, batch_size=1)
+    runtime.prefill(torch.full((1, 3), 7))
+    with pytest.raises(ValueError, match=r"prompt length 9 is longer than max_seq=8"):
+        runtime.prefill(torch.full((1, 9), 7))
+    assert runtime.cache.lengths.tolist() == [3]
+    runtime.decode_one(torch.full((1, 1), 7))  # still decodes after the earlier prompt
+
+
+@pytest.mark.parametrize("eos_token_id", ["x", 1.5, [1, "2"], True, {1: 2}])
+def test_bad_eos_token_id(text_runtime, eos_token_id):
+    with pytest.raises(TypeError, match=r"eos_token_id must be None, an int or a list of ints, got"):
+        text_runtime.generate(torch.full((2, 4), 7), max_new_tokens=2, eos_token_id=eos_token_id)

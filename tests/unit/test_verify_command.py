@@ -131,3 +131,20 @@ def test_vision_rope_off_by_one_position_fails_the_vision_rope_rows(monkeypatch,
     assert cli.main(["verify", "--no-export", "--json", str(report_path)]) == 1
     failed = {row["check"] for row in json.loads(report_path.read_text())["rows"] if row["status"] == "FAIL"}
     assert failed == {"2-D RoPE cos vs Gemma4VisionRotaryEmbedding", "2-D RoPE sin vs Gemma4VisionRotaryEmbedding"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["verify", "--steps", "-1"], "argument --steps: expected an integer in [1, 4096], got -1"),
+        (["verify", "--max-seq", "99999999"], "argument --max-seq: expected an integer in [1, 8192], got 99999999"),
+        (["verify", "--max-seq", "1e3"], "argument --max-seq: expected an integer in [1, 8192], got '1e3'"),
+        (["verify", "--json", "/no/such/folder/r.json"], "argument --json: cannot write a report to"),
+    ],
+)
+def test_bad_numbers_and_paths_are_one_line_usage_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err

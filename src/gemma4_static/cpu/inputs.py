@@ -203,6 +203,14 @@ def check_next_ids(next_ids: Any, *, batch_size: int, vocab_size: int) -> torch.
     return next_ids.long()
 
 
+def check_eos_token_ids(eos_token_id: Any) -> torch.Tensor:
+    """``None`` (never stop early), an int or a list/tuple of ints, as a ``(E,)`` long tensor."""
+    ids = [] if eos_token_id is None else [eos_token_id] if isinstance(eos_token_id, int) else eos_token_id
+    if not isinstance(ids, list | tuple) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise TypeError(f"eos_token_id must be None, an int or a list of ints, got {eos_token_id!r}")
+    return torch.tensor(ids, dtype=torch.long)
+
+
 def llm_ids(ids: torch.Tensor, placeholder_token_ids: tuple[int, ...], pad_token_id: int) -> torch.Tensor:
     """``ids`` with every multimodal placeholder id replaced by the pad id (HF's ``llm_input_ids``)."""
     return torch.where(torch.isin(ids, torch.tensor(placeholder_token_ids, dtype=ids.dtype)), pad_token_id, ids)
