@@ -135,6 +135,12 @@ def hf_prefill(model: Any, prompt: Any) -> Any:
 
 
 @torch.no_grad()
+def hf_last_logits(model: Any, prompt: Any) -> torch.Tensor:
+    """HF's logits ``(vocab,)`` at the last token of a batch-1 ``prompt``, without a cache."""
+    return model(**prompt.hf_kwargs()).logits[0, -1]
+
+
+@torch.no_grad()
 def hf_decode_logits(model: Any, prompt: Any, tokens: torch.Tensor) -> torch.Tensor:
     """HF's logits ``(T, vocab)`` for feeding ``tokens (T,)`` one by one after a batch-1 ``prompt``,
     through its ``DynamicCache``."""
