@@ -16,7 +16,8 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
-from gemma4_static.oracle.models import build_default_model, load_checkpoint
+from gemma4_static.oracle.checkpoints import load_checkpoint
+from gemma4_static.oracle.models import build_default_model
 
 # Hypothesis profiles, selectable with --hypothesis-profile=NAME.
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]

@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     try:
-        from .oracle.models import build_default_model, load_checkpoint
+        from .oracle.checkpoints import load_checkpoint
+        from .oracle.models import build_default_model
         from .oracle.report import format_row, write_json
         from .oracle.verify import run_verification
     except ModuleNotFoundError as error:

@@ -72,3 +72,15 @@ def test_modules_stay_small():
     """One job per module: none grows past 250 lines."""
     sizes = {str(path.relative_to(PACKAGE)): len(path.read_text().splitlines()) for path in PACKAGE.rglob("*.py")}
     assert {name: lines for name, lines in sizes.items() if lines > 250} == {}
+
+
+@pytest.mark.filterwarnings("ignore:A test tried to use socket.socket")
+def test_the_suite_runs_without_a_network():
+    """pytest-socket (``--disable-socket`` in the pytest options) makes any socket an error, so a
+    hidden download fails the run instead of being trusted to HF_HUB_OFFLINE."""
+    import socket
+
+    from pytest_socket import SocketBlockedError
+
+    with pytest.raises(SocketBlockedError):
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -171,3 +171,11 @@ def test_rope_table_rejects_positions_past_its_length():
 def test_rope_table_rejects_bad_max_seq(max_seq):
     with pytest.raises(ValueError, match=r"max_seq must be a positive int"):
         RopeTables(CONFIG, max_seq)
+
+
+def test_rope_beyond_the_models_context_is_refused():
+    limit = CONFIG.max_position_embeddings
+    with pytest.raises(ValueError, match=rf"max_seq={limit + 1} exceeds the model's max_position_embeddings={limit}"):
+        RopeTables(CONFIG, limit + 1)
+    with pytest.raises(ValueError, match=rf"position_ids reach {limit}, beyond the model's max_position_embeddings"):
+        build_rope(CONFIG, torch.tensor([0, limit]))

@@ -49,7 +49,10 @@ class StaticLayout:
                     f"visual_start_idx must be an int >= 0 and num_visual_tokens an int >= 1, got {start!r}, {count!r}"
                 )
             if start + count > self.max_seq:
-                raise ValueError(f"the image slot [{start}, {start + count}) does not fit in max_seq={self.max_seq}")
+                raise ValueError(
+                    f"visual_start_idx={start} and num_visual_tokens={count}: the image slot "
+                    f"[{start}, {start + count}) does not fit in max_seq={self.max_seq}"
+                )
         if self.prefill_chunk is not None:
             self._check_chunk()
         if self.sliding_cache not in SLIDING_CACHES:

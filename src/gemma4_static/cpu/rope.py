@@ -59,6 +59,10 @@ class RopeTables:
     def __init__(self, text_config: Any, max_seq: int) -> None:
         self.max_seq = positive_int(max_seq, "max_seq")
         view = read_text_config(text_config)
+        if max_seq > view.max_position_embeddings:
+            raise ValueError(
+                f"max_seq={max_seq} exceeds the model's max_position_embeddings={view.max_position_embeddings}"
+            )
         self.tables = {name: _cached_table(spec.rope, max_seq) for name, spec in view.type_specs}
 
     def __call__(
@@ -83,12 +87,13 @@ def _cached_table(spec: RopeSpec, length: int) -> RopeTable:
     return RopeTable(spec, length)
 
 
-def _table_length(max_position: int) -> int:
-    """Power-of-two table length covering ``max_position`` (so tables are reused across calls)."""
+def _table_length(max_position: int, limit: int) -> int:
+    """Power-of-two table length covering ``max_position`` (so tables are reused across calls), at
+    most ``limit``."""
     length = _MIN_TABLE_LENGTH
     while length <= max_position:
         length *= 2
-    return length
+    return min(length, limit)
 
 
 def build_rope(
@@ -100,5 +105,11 @@ def build_rope(
     in ``dtype``. Tables are cached per spec and power-of-two length, then sliced.
     """
     position_ids = position_ids_2d(position_ids)
-    tables = RopeTables(text_config, _table_length(int(position_ids.max())))
+    view = read_text_config(text_config)
+    if int(position_ids.max()) >= view.max_position_embeddings:
+        raise ValueError(
+            f"position_ids reach {int(position_ids.max())}, beyond the model's "
+            f"max_position_embeddings={view.max_position_embeddings}"
+        )
+    tables = RopeTables(view, _table_length(int(position_ids.max()), view.max_position_embeddings))
     return tables(position_ids, dtype=dtype)

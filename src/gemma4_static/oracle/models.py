@@ -1,5 +1,5 @@
 """The embedded default models: small, seeded, randomly initialised Gemma 4 models that keep the
-real architecture, so everything runs offline; plus loading a real checkpoint from local disk.
+real architecture, so everything runs offline (a real checkpoint from local disk: :mod:`.checkpoints`).
 
 - ``tiny``: a multimodal ``Gemma4ForConditionalGeneration`` (small vision tower, sliding window 6,
   KV sharing, PLE, double-wide MLP on shared layers, vision-bidirectional sliding layers); both
@@ -14,11 +14,8 @@ real architecture, so everything runs offline; plus loading a real checkpoint fr
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 from transformers import (
-    AutoConfig,
     Gemma4Config,
     Gemma4ForCausalLM,
     Gemma4ForConditionalGeneration,
@@ -60,7 +57,7 @@ def tiny_text_fields() -> dict:
         "use_double_wide_mlp": True,
         "final_logit_softcapping": 30.0,
         "use_bidirectional_attention": "vision",
-        "max_position_embeddings": 4096,
+        "max_position_embeddings": 8192,
     }
 
 
@@ -156,17 +153,3 @@ def build_default_model(name: str, *, seed: int = DEFAULT_SEED) -> PreTrainedMod
                 if norm is not None:
                     norm.weight.fill_(attention.head_dim**-0.25)
     return model
-
-
-def load_checkpoint(path: str | Path) -> PreTrainedModel:
-    """Load a Gemma 4 checkpoint from a local folder, never from the network."""
-    folder = Path(path)
-    if not (folder / "config.json").is_file():
-        raise ValueError(f"checkpoint path {str(folder)!r} is not a folder with a config.json")
-    config = AutoConfig.from_pretrained(folder, local_files_only=True)
-    if getattr(config, "model_type", None) not in ("gemma4", "gemma4_text"):
-        raise ValueError(
-            f"checkpoint {str(folder)!r} has model_type={getattr(config, 'model_type', None)!r}; expected a Gemma 4"
-        )
-    model_class = Gemma4ForConditionalGeneration if config.model_type == "gemma4" else Gemma4ForCausalLM
-    return model_class.from_pretrained(folder, local_files_only=True).eval()

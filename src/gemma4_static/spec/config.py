@@ -48,6 +48,7 @@ class TextConfigView:
     sliding_window: int
     use_bidirectional_attention: str | None
     kv_sharing_modes: tuple[str | None, ...]
+    max_position_embeddings: int
 
     def spec(self, layer_type: str) -> LayerTypeSpec:
         """The geometry of ``layer_type``; ``ValueError`` if the model has no such layer."""
@@ -105,6 +106,7 @@ def read_text_config(config: Any) -> TextConfigView:
         sliding_window=int(sliding_window),
         use_bidirectional_attention=config.use_bidirectional_attention,
         kv_sharing_modes=tuple(config.kv_sharing_modes),
+        max_position_embeddings=int(config.max_position_embeddings),
     )
 
 
