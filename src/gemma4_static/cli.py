@@ -77,6 +77,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("--json", type=_writable_file, metavar="FILE", help="also write the report as JSON to FILE")
     verify.add_argument("--no-export", action="store_true", help="skip the torch.export round-trip")
+    verify.add_argument(
+        "--backend",
+        choices=("torch", "executorch"),
+        default="torch",
+        help="run the NPU stages as PyTorch modules or as ExecuTorch programs (needs the executorch extra)",
+    )
     return parser
 
 
@@ -117,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             max_seq=args.max_seq,
             steps=args.steps,
             export=not args.no_export,
+            backend=args.backend,
             on_row=lambda row: print(format_row(row), flush=True),
         )
     except ValueError as error:

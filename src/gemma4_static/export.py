@@ -35,7 +35,9 @@ def _layer_cases(runtime: StaticGemma4Runtime, generator: torch.Generator, *, re
     batch, max_seq = runtime.layout.batch_size, runtime.layout.max_seq
     lengths = {"prefill": max_seq, "chunk": runtime.layout.prefill_chunk or min(16, max_seq), "decode": 1}
     seen, cases = set(), []
-    for index, (layer, layer_type) in enumerate(zip(runtime.stages.layers, runtime.spec.text.layer_types, strict=True)):
+    for index, (layer, layer_type) in enumerate(
+        zip(runtime.modules.layers, runtime.spec.text.layer_types, strict=True)
+    ):
         if representative and (layer_type, layer.reuses_kv) in seen:
             continue
         seen.add((layer_type, layer.reuses_kv))
@@ -61,7 +63,7 @@ def stage_cases(
     """Every NPU-side stage of ``runtime`` with the example inputs it declares; the vision stage
     needs example ``pixel_values``/``image_position_ids`` (their patch budget is the processor's)."""
     generator = torch.Generator().manual_seed(seed)
-    stages, batch, max_seq = runtime.stages, runtime.layout.batch_size, runtime.layout.max_seq
+    stages, batch, max_seq = runtime.modules, runtime.layout.batch_size, runtime.layout.max_seq
     cases = [
         StageCase("token_embedding", stages.embedding, stages.embedding.example_inputs(batch, max_seq, generator)),
         StageCase(

@@ -23,7 +23,7 @@ from .cpu.inputs import (
     llm_ids,
 )
 from .cpu.vision import build_vision_inputs, check_image_inputs, check_soft_tokens, smallest_profile
-from .npu.stages import build_stages
+from .npu.stages import Stages, build_stages
 from .spec import read_model
 from .stack import LayerStack
 
@@ -42,6 +42,24 @@ class PrefillOutputs:
     hidden_states: tuple[torch.Tensor, ...] | None = None
 
 
+BACKENDS = ("torch", "executorch")
+
+
+def _backend_stages(modules: Stages, backend: str) -> Stages:
+    """What the glue calls: the PyTorch stages themselves, or their ExecuTorch programs."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "torch":
+        return modules
+    try:
+        from .edge import executorch_stages
+    except ImportError as error:
+        raise ValueError(
+            f"backend='executorch' needs the executorch extra (pip install 'gemma4-static[executorch]'): {error}"
+        ) from None
+    return executorch_stages(modules)
+
+
 class StaticGemma4Runtime:
     """Static-shape prefill, decode and greedy generation of an HF Gemma 4 model
     (``Gemma4ForConditionalGeneration`` or ``Gemma4ForCausalLM``) with batch ``batch_size``, every
@@ -49,7 +67,9 @@ class StaticGemma4Runtime:
 
     The stages run over a :class:`~gemma4_static.stack.LayerStack` (masks and RoPE sliced from
     tables built once, K/V of producing layers in a static cache that layers reusing K/V read;
-    ``sliding_cache="ring"`` keeps ``sliding_window`` slots for sliding layers, ``"full"`` ``max_seq``). With
+    ``sliding_cache="ring"`` keeps ``sliding_window`` slots for sliding layers, ``"full"`` ``max_seq``).
+    ``modules`` are the PyTorch stages (what export reads); ``stages`` are what runs: the modules
+    (``backend="torch"``) or their ExecuTorch programs (``backend="executorch"``), same glue. With
     ``prefill_chunk`` the prompt is prefilled in fixed chunks of that many tokens over the cache.
     After a prefill, :meth:`decode_one` advances every row by one token at its own position.
     """
@@ -65,6 +85,7 @@ class StaticGemma4Runtime:
         prefill_chunk: int | None = None,
         vision_profile: int | None = None,
         sliding_cache: str = "ring",
+        backend: str = "torch",
     ) -> None:
         self.spec, weights = read_model(model)
         if vision_profile is None and isinstance(num_visual_tokens, int):
@@ -74,7 +95,8 @@ class StaticGemma4Runtime:
         if self.layout.has_image_slot and weights.vision is None:
             raise ValueError("an image slot (visual_start_idx, num_visual_tokens) needs a model with a vision tower")
         image_slot = (visual_start_idx, num_visual_tokens) if self.layout.has_image_slot else None
-        self.stages = build_stages(self.spec, weights, image_slot=image_slot)
+        self.modules = build_stages(self.spec, weights, image_slot=image_slot)
+        self.stages = _backend_stages(self.modules, backend)
         self.stack = LayerStack(self.spec, self.stages.layers, self.layout)
         self.prefilled = False
 

@@ -87,7 +87,7 @@ def test_export_stages_writes_programs_and_manifest(tiny_setup, tmp_path):
     loaded = torch.export.load(tmp_path / "lm_head.pt2")
     hidden = torch.randn(1, 1, 64)
     # exact: the saved and reloaded program replays the same fp32 ops on the same input
-    torch.testing.assert_close(loaded.module()(hidden), runtime.stages.lm_head(hidden), rtol=0, atol=0)
+    torch.testing.assert_close(loaded.module()(hidden), runtime.modules.lm_head(hidden), rtol=0, atol=0)
 
 
 # ops whose output shape or control flow depends on tensor values: none may appear in a static stage

@@ -45,7 +45,12 @@ class Session:
 
 
 def open_session(
-    model: Any, *, dtype: torch.dtype = torch.float32, max_seq: int | None = None, steps: int | None = None
+    model: Any,
+    *,
+    dtype: torch.dtype = torch.float32,
+    max_seq: int | None = None,
+    steps: int | None = None,
+    backend: str = "torch",
 ) -> Session:
     """Prepare a verification run: a ragged batch-2 sample prompt (with one image per row on a
     multimodal model), a runtime sized for it plus ``steps`` decode steps, and both prefills."""
@@ -62,7 +67,8 @@ def open_session(
     max_seq = needed if max_seq is None else max_seq
     if max_seq < needed:
         raise ValueError(f"max_seq must be at least {needed} for this prompt and {steps} steps, got {max_seq}")
-    runtime = StaticGemma4Runtime(model, max_seq=max_seq, batch_size=prompt.input_ids.shape[0], **prompt.image_slot)
+    batch = prompt.input_ids.shape[0]
+    runtime = StaticGemma4Runtime(model, max_seq=max_seq, batch_size=batch, backend=backend, **prompt.image_slot)
     inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
     ours = runtime.prefill_outputs(inputs, prompt.pixel_values, prompt.image_position_ids, keep_intermediates=True)
     return Session(model, dtype, steps, prompt, runtime, ours, hf_prefill(model, prompt))
@@ -211,10 +217,12 @@ def run_verification(
     max_seq: int | None = None,
     steps: int | None = None,
     export: bool = True,
+    backend: str = "torch",
     on_row: Callable[[Row], None] = lambda row: None,
 ) -> list[Row]:
-    """Run every stage check on ``model`` (an HF Gemma 4 model); ``on_row`` sees each row as it finishes."""
-    session = open_session(model, dtype=dtype, max_seq=max_seq, steps=steps)
+    """Run every stage check on ``model`` (an HF Gemma 4 model) with the runtime on ``backend``;
+    ``on_row`` sees each row as it finishes."""
+    session = open_session(model, dtype=dtype, max_seq=max_seq, steps=steps, backend=backend)
     rows = []
     for stage in (*STAGES, export_rows) if export else STAGES:
         for row in stage(session):

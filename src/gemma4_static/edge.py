@@ -1,0 +1,138 @@
+"""The ExecuTorch backend: every NPU stage lowered to an ExecuTorch program and run by ExecuTorch's
+runtime, behind the same call signature as the PyTorch module it replaces.
+
+A stage is lowered the first time it is called with a given static signature (the shapes and
+dtypes of its tensor arguments, ``None`` where an argument is absent): ``torch.export`` of a
+wrapper that takes the flat list of tensors (an ExecuTorch program's inputs are a fixed list of
+tensors), then ``to_edge_transform_and_lower`` with the XNNPACK partitioner; what XNNPACK does not
+take runs on ExecuTorch's portable operators. Programs are cached per (module, signature), so two
+runtimes of one model at the same shapes share them. ``executorch`` is the optional extra
+``gemma4-static[executorch]``; importing this module without it raises ``ImportError``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+from executorch.exir import to_edge_transform_and_lower
+from executorch.runtime import Runtime
+from torch import nn
+from torch.utils import _pytree as pytree
+
+DELEGATE_CALL = "executorch_call_delegate"
+
+
+@dataclass(frozen=True)
+class LoweredProgram:
+    """One stage at one signature: the ``.pte`` bytes, the loaded method, the output structure and
+    which operators XNNPACK took (``delegated`` subgraphs) and which fell back to portable kernels."""
+
+    buffer: bytes
+    method: Any
+    out_spec: Any
+    delegated: int
+    portable: tuple[str, ...]
+
+
+def _tensors(args: tuple) -> tuple[list[torch.Tensor], Any, tuple[bool, ...]]:
+    """The tensors among ``args`` (nested tuples flattened, ``None`` dropped), the structure, and
+    which leaves were ``None``."""
+    leaves, spec = pytree.tree_flatten(args)
+    absent = tuple(leaf is None for leaf in leaves)
+    return [leaf for leaf in leaves if leaf is not None], spec, absent
+
+
+class _FlatInputs(nn.Module):
+    """``module`` called with its arguments rebuilt from a flat list of tensors."""
+
+    def __init__(self, module: nn.Module, spec: Any, absent: tuple[bool, ...]) -> None:
+        super().__init__()
+        self.module, self.spec, self.absent = module, spec, absent
+
+    def forward(self, *tensors: torch.Tensor) -> Any:
+        given = iter(tensors)
+        leaves = [None if missing else next(given) for missing in self.absent]
+        return self.module(*pytree.tree_unflatten(leaves, self.spec))
+
+
+def _signature(args: tuple) -> tuple:
+    tensors, spec, absent = _tensors(args)
+    return str(spec), absent, tuple((tuple(t.shape), t.dtype) for t in tensors)
+
+
+def _gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
+    """GELU written out, so a backend cannot swap the tanh approximation for the exact form
+    (XNNPACK's GELU kernel computes the erf form: 5e-4 off on values of 12)."""
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + torch.tanh((2.0 / torch.pi) ** 0.5 * (x + 0.044715 * x * x * x)))
+    return 0.5 * x * (1.0 + torch.erf(x * 0.5**0.5))
+
+
+def _op_name(target: Any) -> str:
+    return target.name() if hasattr(target, "name") else str(target)
+
+
+def lower(module: nn.Module, args: tuple) -> LoweredProgram:
+    """``module`` at the static signature of ``args``, lowered to an ExecuTorch program and loaded."""
+    tensors, spec, absent = _tensors(args)
+    example = tuple(tensor.contiguous() for tensor in tensors)  # programs take dense inputs
+    exported = torch.export.export(_FlatInputs(module, spec, absent), example, strict=False)
+    exported = exported.run_decompositions({torch.ops.aten.gelu.default: _gelu})
+    edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
+    targets = [_op_name(node.target) for node in edge.exported_program().graph.nodes if node.op == "call_function"]
+    delegated = sum(DELEGATE_CALL in target for target in targets)
+    portable = tuple(sorted({t for t in targets if DELEGATE_CALL not in t and "getitem" not in t}))
+    buffer = edge.to_executorch().buffer
+    method = Runtime.get().load_program(buffer).load_method("forward")
+    return LoweredProgram(buffer, method, exported.call_spec.out_spec, delegated, portable)
+
+
+_PROGRAMS: dict[tuple, LoweredProgram] = {}
+
+
+class EdgeStage:
+    """Calls ``module``'s ExecuTorch program for the signature it is called with (lowered on first use)."""
+
+    def __init__(self, name: str, module: nn.Module) -> None:
+        self.name, self.module = name, module
+
+    def __getattr__(self, attribute: str) -> Any:  # the stage's own attributes (e.g. ``reuses_kv``)
+        return getattr(self.module, attribute)
+
+    def program(self, args: tuple) -> LoweredProgram:
+        key = (id(self.module), _signature(args))
+        if key not in _PROGRAMS:
+            _PROGRAMS[key] = lower(self.module, args)
+        return _PROGRAMS[key]
+
+    def __call__(self, *args: Any) -> Any:
+        program = self.program(args)
+        outputs = program.method.execute([tensor.contiguous() for tensor in _tensors(args)[0]])
+        # the method's output buffers are reused by its next call: keep copies
+        return pytree.tree_unflatten([output.clone() for output in outputs], program.out_spec)
+
+    def programs(self) -> list[LoweredProgram]:
+        """Every program lowered for this stage so far."""
+        return [program for (module, _), program in _PROGRAMS.items() if module == id(self.module)]
+
+
+def executorch_stages(stages: Any) -> Any:
+    """A copy of ``stages`` (the runtime's :class:`~gemma4_static.npu.stages.Stages`) whose every stage
+    runs through ExecuTorch."""
+
+    def wrap(name: str, stage: nn.Module | None) -> EdgeStage | None:
+        return None if stage is None else EdgeStage(name, stage)
+
+    return dataclasses.replace(
+        stages,
+        embedding=wrap("token_embedding", stages.embedding),
+        per_layer_inputs=wrap("per_layer_inputs", stages.per_layer_inputs),
+        vision=wrap("vision_prefill", stages.vision),
+        fusion=wrap("fusion", stages.fusion),
+        layers=tuple(wrap(f"layer{index:02d}", layer) for index, layer in enumerate(stages.layers)),
+        lm_head=wrap("lm_head", stages.lm_head),
+    )
