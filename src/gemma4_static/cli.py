@@ -1,4 +1,4 @@
-"""Command line: ``gemma4-static verify`` (also ``python -m gemma4_static verify``)."""
+"""Command line: ``gemma4-static verify`` and ``gemma4-static export`` (also ``python -m gemma4_static``)."""
 
 from __future__ import annotations
 
@@ -83,11 +83,32 @@ def _parser() -> argparse.ArgumentParser:
         default="torch",
         help="run the NPU stages as PyTorch modules or as ExecuTorch programs (needs the executorch extra)",
     )
+    export = commands.add_parser("export", help="export every NPU stage of an embedded model at static shapes")
+    export.add_argument("folder", type=Path, help="where the programs and manifest.json go")
+    export.add_argument("--config", choices=("tiny", "e2b-vision", "e2b-geometry"), default="tiny")
+    export.add_argument("--max-seq", type=_bounded(1, MAX_SEQ_LIMIT), default=128, metavar="N", help="static length")
+    export.add_argument("--format", choices=("pt2", "pte"), default="pt2", help="torch.export or ExecuTorch programs")
     return parser
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .export import export_stages
+    from .oracle.models import build_default_model
+    from .runtime import StaticGemma4Runtime
+
+    if args.folder.exists() and not args.folder.is_dir():
+        print(f"gemma4-static export: {str(args.folder)!r} is not a folder", file=sys.stderr)
+        return 2
+    model = build_default_model(args.config)
+    manifest = export_stages(StaticGemma4Runtime(model, max_seq=args.max_seq), args.folder, format=args.format)
+    print(f"gemma4-static export: {args.config} stages as .{args.format} programs, manifest {manifest}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "export":
+        return _export(args)
     import torch
 
     try:

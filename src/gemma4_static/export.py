@@ -96,23 +96,33 @@ def _describe(value) -> list[dict] | dict | None:
     return {"shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch.")}
 
 
-def export_stages(runtime: StaticGemma4Runtime, folder: str | Path, **case_options) -> Path:
-    """Export every stage to ``folder/<stage>.pt2`` and write ``folder/manifest.json``; returns the manifest path."""
+FORMATS = ("pt2", "pte")
+
+
+def export_stages(runtime: StaticGemma4Runtime, folder: str | Path, *, format: str = "pt2", **case_options) -> Path:
+    """Export every stage to ``folder/<stage>.<format>`` and write ``folder/manifest.json``; returns
+    the manifest path. ``pt2``: ``torch.export`` programs; ``pte``: ExecuTorch programs lowered with
+    XNNPACK (needs the executorch extra), whose manifest entries also list the delegated subgraphs
+    and the operators left to the portable kernels, and whose inputs are the flat tensor list."""
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     manifest = {"max_seq": runtime.layout.max_seq, "batch_size": runtime.layout.batch_size, "stages": []}
     for case in stage_cases(runtime, **case_options):
-        program = export_case(case)
-        torch.export.save(program, folder / f"{case.name}.pt2")
-        outputs = program.module()(*case.args)
-        manifest["stages"].append(
-            {
-                "name": case.name,
-                "file": f"{case.name}.pt2",
-                "inputs": _describe(case.args),
-                "outputs": _describe(outputs),
-            }
-        )
+        entry = {"name": case.name, "file": f"{case.name}.{format}", "inputs": _describe(case.args)}
+        if format == "pt2":
+            program = export_case(case)
+            torch.export.save(program, folder / entry["file"])
+            entry["outputs"] = _describe(program.module()(*case.args))
+        else:
+            from .edge import lower
+
+            lowered = lower(case.module, case.args)
+            (folder / entry["file"]).write_bytes(lowered.buffer)
+            entry.update(delegated_subgraphs=lowered.delegated, portable_operators=list(lowered.portable))
+            entry["outputs"] = _describe(case.module(*case.args))
+        manifest["stages"].append(entry)
     path = folder / "manifest.json"
     path.write_text(json.dumps(manifest, indent=2) + "\n")
     return path

@@ -148,3 +148,12 @@ def test_bad_numbers_and_paths_are_one_line_usage_errors(argv, message, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_export_command_writes_programs_and_a_manifest(tmp_path, capsys):
+    assert cli.main(["export", str(tmp_path / "stages"), "--max-seq", "16"]) == 0
+    manifest = json.loads((tmp_path / "stages" / "manifest.json").read_text())
+    assert manifest["max_seq"] == 16 and all((tmp_path / "stages" / s["file"]).is_file() for s in manifest["stages"])
+    (tmp_path / "a-file").write_text("")
+    assert cli.main(["export", str(tmp_path / "a-file")]) == 2
+    assert "is not a folder" in capsys.readouterr().err
