@@ -12,16 +12,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gemma4_static import (
-    RopeTables,
-    StaticGemma4Runtime,
-    build_chunk_masks,
-    build_decode_masks,
-    build_prefill_bool_masks,
-    build_prefill_masks,
-    build_rope,
-    read_text_config,
-)
+import gemma4_static as api
 from gemma4_static.oracle.models import tiny_config
 
 CONFIG = tiny_config()
@@ -66,16 +57,16 @@ def _outcome(name: str, call) -> None:
 
 
 MASK_CALLS = {
-    "text_config": lambda v: build_prefill_masks(v, VALID),
-    "attention_mask": lambda v: build_prefill_masks(CONFIG, v),
-    "dtype": lambda v: build_prefill_masks(CONFIG, VALID, dtype=v),
-    "mask_value": lambda v: build_prefill_masks(CONFIG, VALID, mask_value=v),
-    "mm_token_type_ids": lambda v: build_prefill_bool_masks(CONFIG, VALID, mm_token_type_ids=v),
-    "position": lambda v: build_decode_masks(CONFIG, VALID, v),
-    "positions": lambda v: build_chunk_masks(CONFIG, VALID, v),
-    "position_ids": lambda v: build_rope(CONFIG, v),
-    "max_seq": lambda v: RopeTables(CONFIG, v),
-    "config": lambda v: read_text_config(v),
+    "text_config": lambda v: api.build_prefill_masks(v, VALID),
+    "attention_mask": lambda v: api.build_prefill_masks(CONFIG, v),
+    "dtype": lambda v: api.build_prefill_masks(CONFIG, VALID, dtype=v),
+    "mask_value": lambda v: api.build_prefill_masks(CONFIG, VALID, mask_value=v),
+    "mm_token_type_ids": lambda v: api.build_prefill_bool_masks(CONFIG, VALID, mm_token_type_ids=v),
+    "position": lambda v: api.build_decode_masks(CONFIG, VALID, v),
+    "positions": lambda v: api.build_chunk_masks(CONFIG, VALID, v),
+    "position_ids": lambda v: api.build_rope(CONFIG, v),
+    "max_seq": lambda v: api.RopeTables(CONFIG, v),
+    "config": lambda v: api.read_text_config(v),
 }
 
 
@@ -89,7 +80,7 @@ def test_mask_and_rope_builders(name, value):
 
 @pytest.fixture(scope="module")
 def runtime(tiny_model):
-    return StaticGemma4Runtime(tiny_model, max_seq=12, batch_size=2)
+    return api.StaticGemma4Runtime(tiny_model, max_seq=12, batch_size=2)
 
 
 CONSTRUCTOR_ARGS = ("max_seq", "batch_size", "visual_start_idx", "num_visual_tokens", "prefill_chunk", "sliding_cache")
@@ -105,7 +96,7 @@ def test_runtime_constructor(tiny_model, name, value):
         options["visual_start_idx"] = 1
     if isinstance(value, int) and abs(value) > 4096 and name in ("max_seq", "batch_size"):
         value = options[name] = 4097  # valid but slow to allocate: the check is on the type and range
-    _outcome(name, lambda: StaticGemma4Runtime(tiny_model, **options))
+    _outcome(name, lambda: api.StaticGemma4Runtime(tiny_model, **options))
 
 
 RUNTIME_CALLS = {
