@@ -7,21 +7,21 @@ wrapper that takes the flat list of tensors (an ExecuTorch program's inputs are 
 tensors), then ``to_edge_transform_and_lower`` with the XNNPACK partitioner; what XNNPACK does not
 take runs on ExecuTorch's portable operators. Programs are cached per (module, signature), so two
 runtimes of one model at the same shapes share them. ``executorch`` is the optional extra
-``gemma4-static[executorch]``; importing this module without it raises ``ImportError``.
+``gemma4-static[executorch]``, imported only when a stage is lowered.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-from executorch.exir import to_edge_transform_and_lower
-from executorch.runtime import Runtime
 from torch import nn
 from torch.utils import _pytree as pytree
+
+BACKENDS = ("torch", "executorch")
 
 DELEGATE_CALL = "executorch_call_delegate"
 
@@ -78,6 +78,10 @@ def _op_name(target: Any) -> str:
 
 def lower(module: nn.Module, args: tuple) -> LoweredProgram:
     """``module`` at the static signature of ``args``, lowered to an ExecuTorch program and loaded."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.runtime import Runtime
+
     tensors, spec, absent = _tensors(args)
     example = tuple(tensor.contiguous() for tensor in tensors)  # programs take dense inputs
     exported = torch.export.export(_FlatInputs(module, spec, absent), example, strict=False)
@@ -120,9 +124,15 @@ class EdgeStage:
         return [program for (module, _), program in _PROGRAMS.items() if module == id(self.module)]
 
 
-def executorch_stages(stages: Any) -> Any:
-    """A copy of ``stages`` (the runtime's :class:`~gemma4_static.npu.stages.Stages`) whose every stage
-    runs through ExecuTorch."""
+def backend_stages(stages: Any, backend: str) -> Any:
+    """What the runtime's glue calls: ``stages`` (the PyTorch :class:`~gemma4_static.npu.stages.Stages`)
+    themselves, or a copy whose every stage runs through ExecuTorch."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "torch":
+        return stages
+    if importlib.util.find_spec("executorch") is None:
+        raise ValueError("backend='executorch' needs the executorch extra: pip install 'gemma4-static[executorch]'")
 
     def wrap(name: str, stage: nn.Module | None) -> EdgeStage | None:
         return None if stage is None else EdgeStage(name, stage)

@@ -23,7 +23,8 @@ from .cpu.inputs import (
     llm_ids,
 )
 from .cpu.vision import build_vision_inputs, check_image_inputs, check_soft_tokens, smallest_profile
-from .npu.stages import Stages, build_stages
+from .edge import backend_stages
+from .npu.stages import build_stages
 from .spec import read_model
 from .stack import LayerStack
 
@@ -40,24 +41,6 @@ class PrefillOutputs:
     per_layer_inputs: torch.Tensor | None = None
     soft_tokens: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
-
-
-BACKENDS = ("torch", "executorch")
-
-
-def _backend_stages(modules: Stages, backend: str) -> Stages:
-    """What the glue calls: the PyTorch stages themselves, or their ExecuTorch programs."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if backend == "torch":
-        return modules
-    try:
-        from .edge import executorch_stages
-    except ImportError as error:
-        raise ValueError(
-            f"backend='executorch' needs the executorch extra (pip install 'gemma4-static[executorch]'): {error}"
-        ) from None
-    return executorch_stages(modules)
 
 
 class StaticGemma4Runtime:
@@ -96,7 +79,7 @@ class StaticGemma4Runtime:
             raise ValueError("an image slot (visual_start_idx, num_visual_tokens) needs a model with a vision tower")
         image_slot = (visual_start_idx, num_visual_tokens) if self.layout.has_image_slot else None
         self.modules = build_stages(self.spec, weights, image_slot=image_slot)
-        self.stages = _backend_stages(self.modules, backend)
+        self.stages = backend_stages(self.modules, backend)
         self.stack = LayerStack(self.spec, self.stages.layers, self.layout)
         self.prefilled = False
 

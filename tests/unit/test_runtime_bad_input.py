@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
 
 import pytest
 import torch
@@ -295,3 +296,11 @@ def test_a_failed_prefill_keeps_the_conversation(tiny_model):
 def test_bad_eos_token_id(text_runtime, eos_token_id):
     with pytest.raises(TypeError, match=r"eos_token_id must be None, an int or a list of ints, got"):
         text_runtime.generate(torch.full((2, 4), 7), max_new_tokens=2, eos_token_id=eos_token_id)
+
+
+def test_unknown_backend_and_a_missing_executorch_extra(tiny_model, monkeypatch):
+    with pytest.raises(ValueError, match=r"backend must be one of \('torch', 'executorch'\), got 'tpu'"):
+        StaticGemma4Runtime(tiny_model, max_seq=8, backend="tpu")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ValueError, match=r"backend='executorch' needs the executorch extra"):
+        StaticGemma4Runtime(tiny_model, max_seq=8, backend="executorch")
