@@ -5,7 +5,7 @@ A stage is lowered the first time it is called with a given static signature (th
 dtypes of its tensor arguments, ``None`` where an argument is absent): ``torch.export`` of a
 wrapper that takes the flat list of tensors (an ExecuTorch program's inputs are a fixed list of
 tensors), then ``to_edge_transform_and_lower`` with the XNNPACK partitioner; what XNNPACK does not
-take runs on ExecuTorch's portable operators. Programs are cached per (module, signature), so two
+take runs on ExecuTorch's portable operators. Programs are cached per (weights, signature), so two
 runtimes of one model at the same shapes share them. ``executorch`` is the optional extra
 ``gemma4-static[executorch]``, imported only when a stage is lowered.
 """
@@ -107,8 +107,15 @@ class EdgeStage:
     def __getattr__(self, attribute: str) -> Any:  # the stage's own attributes (e.g. ``reuses_kv``)
         return getattr(self.module, attribute)
 
+    @property
+    def weights(self) -> tuple:
+        """What identifies the stage: its class and its weight tensors (stages built twice from one
+        model share them), or the module itself when it holds none."""
+        parameters = tuple(id(parameter) for parameter in self.module.parameters())
+        return (type(self.module).__qualname__, parameters) if parameters else ("module", id(self.module))
+
     def program(self, args: tuple) -> LoweredProgram:
-        key = (id(self.module), _signature(args))
+        key = (self.weights, _signature(args))
         if key not in _PROGRAMS:
             _PROGRAMS[key] = lower(self.module, args)
         return _PROGRAMS[key]
@@ -121,7 +128,7 @@ class EdgeStage:
 
     def programs(self) -> list[LoweredProgram]:
         """Every program lowered for this stage so far."""
-        return [program for (module, _), program in _PROGRAMS.items() if module == id(self.module)]
+        return [program for (weights, _), program in _PROGRAMS.items() if weights == self.weights]
 
 
 def backend_stages(stages: Any, backend: str) -> Any:
