@@ -145,9 +145,9 @@ def machine(tiny_model):
 
 
 def test_runtime_state_machine_matches_hf(machine):
-    """20 programs of up to 12 calls in the dev and ci profiles (the suite's budget); the fuzz
-    profile's count for long runs."""
-    examples = settings.default.max_examples if settings.default.max_examples > 60 else 20
+    """20 programs of up to 12 calls in the dev and ci profiles (the suite's budget), 500 in the fuzz
+    profile (each call re-runs HF on the whole history: about 1 s a program)."""
+    examples = 500 if settings.default.max_examples > 60 else 20
     run_state_machine_as_test(machine, settings=settings(stateful_step_count=12, max_examples=examples))
 
 
