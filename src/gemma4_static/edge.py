@@ -95,7 +95,9 @@ def lower(module: nn.Module, args: tuple) -> LoweredProgram:
     return LoweredProgram(buffer, method, exported.call_spec.out_spec, delegated, portable)
 
 
-_PROGRAMS: dict[tuple, LoweredProgram] = {}
+# (weights, signature) -> (the module, its program); holding the module keeps its parameters alive,
+# so their ids in the key can never be reused by another model's tensors
+_PROGRAMS: dict[tuple, tuple[nn.Module, LoweredProgram]] = {}
 
 
 class EdgeStage:
@@ -105,6 +107,8 @@ class EdgeStage:
         self.name, self.module = name, module
 
     def __getattr__(self, attribute: str) -> Any:  # the stage's own attributes (e.g. ``reuses_kv``)
+        if attribute == "module":  # not set yet (e.g. while copying): no recursion
+            raise AttributeError(attribute)
         return getattr(self.module, attribute)
 
     @property
@@ -117,8 +121,8 @@ class EdgeStage:
     def program(self, args: tuple) -> LoweredProgram:
         key = (self.weights, _signature(args))
         if key not in _PROGRAMS:
-            _PROGRAMS[key] = lower(self.module, args)
-        return _PROGRAMS[key]
+            _PROGRAMS[key] = (self.module, lower(self.module, args))
+        return _PROGRAMS[key][1]
 
     def __call__(self, *args: Any) -> Any:
         program = self.program(args)
@@ -128,7 +132,7 @@ class EdgeStage:
 
     def programs(self) -> list[LoweredProgram]:
         """Every program lowered for this stage so far."""
-        return [program for (weights, _), program in _PROGRAMS.items() if weights == self.weights]
+        return [program for (weights, _), (_, program) in _PROGRAMS.items() if weights == self.weights]
 
 
 def backend_stages(stages: Any, backend: str) -> Any:
