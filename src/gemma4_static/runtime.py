@@ -54,7 +54,9 @@ class StaticGemma4Runtime:
     ``modules`` are the PyTorch stages (what export reads); ``stages`` are what runs: the modules
     (``backend="torch"``) or their ExecuTorch programs (``backend="executorch"``), same glue. With
     ``prefill_chunk`` the prompt is prefilled in fixed chunks of that many tokens over the cache.
-    After a prefill, :meth:`decode_one` advances every row by one token at its own position.
+    An image slot (``visual_start_idx``, ``num_visual_tokens``) takes images processed at
+    ``vision_profile`` soft tokens (default: the smallest profile that holds the slot). After a
+    prefill, :meth:`decode_one` advances every row by one token at its own position.
     """
 
     def __init__(
@@ -77,8 +79,7 @@ class StaticGemma4Runtime:
         self.layout = StaticLayout(max_seq, batch_size, *slot, prefill_chunk, vision_profile, sliding_cache)
         if self.layout.has_image_slot and weights.vision is None:
             raise ValueError("an image slot (visual_start_idx, num_visual_tokens) needs a model with a vision tower")
-        image_slot = (visual_start_idx, num_visual_tokens) if self.layout.has_image_slot else None
-        self.modules = build_stages(self.spec, weights, image_slot=image_slot)
+        self.modules = build_stages(self.spec, weights, image_slot=slot if self.layout.has_image_slot else None)
         self.stages = backend_stages(self.modules, backend)
         self.stack = LayerStack(self.spec, self.stages.layers, self.layout)
         self.prefilled = False
