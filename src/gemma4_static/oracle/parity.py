@@ -175,6 +175,18 @@ def kv_rows(runtime: StaticGemma4Runtime, hf_output: Any, valid: torch.Tensor, d
     ]
 
 
+def cache_rows(stage: str, ours: Any, reference: Any) -> list[Row]:
+    """Two static caches of one layout (e.g. chunked vs single-shot prefill), K and V of every
+    producing layer on every slot that holds a position."""
+    rows = []
+    for layer in reference.keys:
+        held = reference.key_positions(reference.layer_types[layer], reference.lengths) >= 0
+        for kind, mine, theirs in (("K", ours.keys, reference.keys), ("V", ours.values, reference.values)):
+            pair = mine[layer].transpose(1, 2)[held], theirs[layer].transpose(1, 2)[held]
+            rows.append(stage_row(stage, f"layer {layer} {kind}", *pair, torch.float32))
+    return rows
+
+
 def logits_rows(ours: torch.Tensor, theirs: torch.Tensor, dtype: torch.dtype) -> list[Row]:
     """Last-token logits ``(B, vocab)``; in fp32 also the argmax of every row (in bf16 ties may flip)."""
     rows = [stage_row("prefill logits", "last valid token per row", ours, theirs, dtype)]
