@@ -11,7 +11,7 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from gemma4_static.cpu.vision import build_vision_inputs, vision_inverse_frequencies
+from gemma4_static.cpu.vision import build_vision_inputs
 from gemma4_static.spec import VisionSpec, read_model
 
 
@@ -83,7 +83,17 @@ def test_rope_is_axial_and_equals_direct_computation(tiny_vision, batch, dtype):
     kernel, profile, ids = batch
     spec = _spec(tiny_vision, kernel)
     inputs = build_vision_inputs(spec, ids, profile=profile, dtype=dtype)
-    angles = inputs.positions[..., None].float() * vision_inverse_frequencies(spec)  # (N, P, 2, D/4)
+    # axial: the first half of every head depends on x only, the second on y only
+    half = spec.head_dim // 2
+    for axis, part in ((0, slice(None, half)), (1, slice(half, None))):
+        coordinate = inputs.positions[..., axis]
+        for value in coordinate.unique().tolist():
+            rows = inputs.cos[..., part][coordinate == value]
+            assert (rows == rows[0]).all()
+    # and the angles are theta ** -(2i / (D / 2)) per axis, written out here (not the function under test)
+    spatial = spec.head_dim // 2
+    inverse = 1.0 / (spec.rope_theta ** (torch.arange(0, spatial, 2, dtype=torch.float32) / spatial))
+    angles = inputs.positions[..., None].float() * inverse  # (N, P, 2, D/4)
     x, y = angles[..., 0, :], angles[..., 1, :]
     expected = torch.cat((x, x, y, y), dim=-1)
     assert torch.equal(inputs.cos, expected.cos().to(dtype))
