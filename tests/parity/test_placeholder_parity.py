@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+import gemma4_static.runtime as runtime_module
 from gemma4_static.oracle import parity
 from gemma4_static.oracle.hf import hf_prefill
 from gemma4_static.oracle.report import assert_rows_pass
@@ -51,3 +52,17 @@ def test_decode_fed_each_placeholder_id_matches_hf(tiny_model, report):
     rows = parity.decode_rows(tiny_model, runtime, prompt, tokens, torch.float32)
     report(f"decode fed placeholder ids: logits {max(row.value for row in rows):.3g}")
     assert_rows_pass(rows)
+
+
+def test_mapping_only_image_ids_is_caught(tiny_model, monkeypatch):
+    """The porting bug this fixes: only image placeholders mapped to pad (video/audio ids then hit
+    their own embedding rows) makes decode diverge from HF."""
+    image = tiny_model.config.image_token_id
+    pad = tiny_model.config.text_config.pad_token_id
+    monkeypatch.setattr(runtime_module, "llm_ids", lambda ids, placeholders, _: torch.where(ids == image, pad, ids))
+    prompt = image_prompt(tiny_model.config, text_after=[4, 2])
+    _, video, audio = _placeholders(tiny_model)
+    runtime = StaticGemma4Runtime(tiny_model, max_seq=prompt.input_ids.shape[1] + 4, batch_size=2, **prompt.image_slot)
+    runtime.prefill(prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
+    rows = parity.decode_rows(tiny_model, runtime, prompt, torch.tensor([[video, 7], [audio, 9]]), torch.float32)
+    assert not all(row.passed for row in rows)
