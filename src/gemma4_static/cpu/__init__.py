@@ -2,5 +2,6 @@
 
 ``checks`` (argument checks of the public entry points), ``inputs`` (layout, right padding,
 validation), ``rules`` and ``masks`` (attention masks per layer type), ``rope`` (cos/sin tables per
-layer type), ``cache`` (static KV buffers and each row's length).
+layer type), ``cache`` (static KV buffers, ring or max_seq layout, each row's length), ``vision``
+(the vision stage's key-padding mask, axial 2-D RoPE and pooling matrix, image checks).
 """
