@@ -23,9 +23,8 @@ from transformers import (
     PreTrainedModel,
 )
 
-from ..spec import text_module
-from .samples import processed_images
-from .trained import make_vision_look_trained
+from .samples import processed_images, text_prompt
+from .trained import make_text_look_trained, make_vision_look_trained
 
 MODEL_NAMES = ("tiny", "e2b-vision", "e2b-geometry")
 DEFAULT_SEED = 0
@@ -128,15 +127,8 @@ def e2b_geometry_config() -> Gemma4TextConfig:
 
 
 def build_default_model(name: str, *, seed: int = DEFAULT_SEED) -> PreTrainedModel:
-    """Build one of :data:`MODEL_NAMES` with seeded random weights, in eval mode, fp32.
-
-    HF's random init leaves the q/k RMSNorm weights at 1, so with ``scaling = 1.0`` attention
-    scores have variance ``head_dim`` (256/512) and the softmax is nearly one-hot: a 35-layer model
-    then amplifies fp32 rounding about tenfold every five layers (HF's own fp32 forward drifts
-    from fp64 by 6 at layer 34), which would make any parity tolerance meaningless. Trained
-    checkpoints learn these weights; here they are set to ``head_dim ** -0.25`` for unit-variance
-    scores, and HF's fp32 forward then stays within 1e-4 of fp64 through all 35 layers.
-    """
+    """Build one of :data:`MODEL_NAMES` with seeded random weights made to look trained
+    (:mod:`.trained`), in eval mode, fp32."""
     if name not in MODEL_NAMES:
         raise ValueError(f"name must be one of {MODEL_NAMES}, got {name!r}")
     torch.manual_seed(seed)
@@ -146,10 +138,5 @@ def build_default_model(name: str, *, seed: int = DEFAULT_SEED) -> PreTrainedMod
         model = Gemma4ForConditionalGeneration(tiny_config(E2B_VISION if name == "e2b-vision" else None)).eval()
         images = processed_images(model.config, [(48, 48), (40, 72)], seed=seed)
         make_vision_look_trained(model, images["pixel_values"], images["image_position_ids"], seed=seed)
-    with torch.no_grad():
-        for layer in text_module(model).layers:
-            attention = layer.self_attn
-            for norm in (attention.q_norm, getattr(attention, "k_norm", None)):
-                if norm is not None:
-                    norm.weight.fill_(attention.head_dim**-0.25)
+    make_text_look_trained(model, text_prompt(model.config, [24, 24], seed=seed).input_ids, seed=seed)
     return model

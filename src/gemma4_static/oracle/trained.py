@@ -1,10 +1,12 @@
 """Fixture weights that look trained.
 
-HF's random init leaves learned tensors at identity values: RMSNorm weights 1, the vision position
-table all ones, clip bounds at +-inf (clipping never happens), standardization 0/1. On such weights
-a whole class of bugs is invisible (a dropped norm weight, swapped x/y position embeddings, a
-missing clamp). These functions give each of them seeded per-element values of a realistic spread;
-clip bounds are calibrated on a sample image so that about 2% of the values are clamped.
+HF's random init leaves learned tensors at identity values: RMSNorm weights 1, ``layer_scalar`` 1,
+the vision position table all ones, clip bounds at +-inf (clipping never happens), standardization
+0/1, and logits far below the final softcap. On such weights a whole class of bugs is invisible (a
+dropped norm weight or layer scalar, q norm applied after RoPE, swapped x/y position embeddings, a
+missing clamp or softcap). These functions give each of them seeded per-element values of a
+realistic spread; clip bounds are calibrated on a sample image so that about 2% of the values are
+clamped, and the final norm so that pre-cap logits reach :data:`PRE_CAP_LOGIT_RATIO` x the softcap.
 """
 
 from __future__ import annotations
@@ -12,30 +14,68 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..spec import text_module
+
 CLIPPED_FRACTION = 0.01  # per side: the bounds sit at the 1% and 99% quantiles of what they see
+# Real E2B logits reach about 120 before the cap of 30; the fixtures' largest pre-cap logit on a
+# sample prompt is set to 3x the cap, so a missing or misplaced softcap moves logits by tens.
+PRE_CAP_LOGIT_RATIO = 3.0
 
 
 def _uniform(tensor: torch.Tensor, low: float, high: float, generator: torch.Generator) -> None:
     tensor.copy_(torch.rand(tensor.shape, generator=generator) * (high - low) + low)
 
 
+def _qk_norm_weight(norm: nn.Module, head_dim: int, generator: torch.Generator) -> None:
+    """``head_dim ** -0.25 x U(0.8, 1.2)``: attention runs with ``scaling = 1``, so unit q/k norm
+    weights would give scores of variance ``head_dim`` and a nearly one-hot softmax; a 35-layer
+    model then amplifies fp32 rounding about tenfold every five layers (HF's own fp32 forward
+    drifts from fp64 by 6 at layer 34). With these weights scores have about unit variance and HF's
+    fp32 forward stays within 1e-4 of fp64 through all 35 layers."""
+    _uniform(norm.weight, 0.8, 1.2, generator)
+    norm.weight.mul_(head_dim**-0.25)
+
+
+@torch.no_grad()
+def make_text_look_trained(model: nn.Module, sample_ids: torch.Tensor, *, seed: int) -> None:
+    """Norm weights ``U(0.6, 1.4)``, q/k norms (:func:`_qk_norm_weight`), ``layer_scalar``
+    ``U(0.7, 1.3)`` (the residual stream keeps its scale over 35 layers) of ``model``'s text decoder;
+    then the final norm is scaled so that the largest pre-cap logit on ``sample_ids (B, S)`` is
+    :data:`PRE_CAP_LOGIT_RATIO` x ``final_logit_softcapping``."""
+    generator = torch.Generator().manual_seed(seed)
+    text = text_module(model)
+    for layer in text.layers:
+        attention = layer.self_attn
+        for norm in (attention.q_norm, getattr(attention, "k_norm", None)):
+            if norm is not None:
+                _qk_norm_weight(norm, attention.head_dim, generator)
+        _uniform(layer.layer_scalar, 0.7, 1.3, generator)
+    for name, parameter in text.named_parameters():
+        if name.endswith("norm.weight") and not name.endswith(("q_norm.weight", "k_norm.weight")):
+            _uniform(parameter, 0.6, 1.4, generator)
+    cap = model.config.get_text_config().final_logit_softcapping
+    seen: list[torch.Tensor] = []
+    hook = model.lm_head.register_forward_hook(lambda module, args, output: seen.append(output))
+    try:
+        model(input_ids=sample_ids)
+    finally:
+        hook.remove()
+    text.norm.weight.mul_(PRE_CAP_LOGIT_RATIO * cap / float(seen[0].abs().max()))
+
+
 @torch.no_grad()
 def make_vision_look_trained(
     model: nn.Module, pixel_values: torch.Tensor, image_position_ids: torch.Tensor, *, seed: int
 ) -> None:
-    """Norm weights, q/k norms, position table, standardization and clip bounds of ``model``'s vision tower.
-
-    q/k norm weights are ``head_dim ** -0.25`` times ``U(0.8, 1.2)``: attention runs with
-    ``scaling = 1``, so unit norm weights would make scores of variance ``head_dim`` and the softmax
-    nearly one-hot (see :func:`~gemma4_static.oracle.models.build_default_model`).
-    """
+    """Norm weights, q/k norms (:func:`_qk_norm_weight`), position table, standardization and clip
+    bounds of ``model``'s vision tower."""
     generator = torch.Generator().manual_seed(seed)
     tower = model.model.vision_tower
+    for name, module in tower.named_modules():
+        if name.endswith(("q_norm", "k_norm")):
+            _qk_norm_weight(module, tower.config.head_dim, generator)
     for name, parameter in tower.named_parameters():
-        if name.endswith(("q_norm.weight", "k_norm.weight")):
-            _uniform(parameter, 0.8, 1.2, generator)
-            parameter.mul_(tower.config.head_dim**-0.25)
-        elif name.endswith("norm.weight"):
+        if name.endswith("norm.weight") and not name.endswith(("q_norm.weight", "k_norm.weight")):
             _uniform(parameter, 0.6, 1.4, generator)
     table = tower.patch_embedder.position_embedding_table
     table.copy_(torch.randn(table.shape, generator=generator) * 0.5)
