@@ -83,6 +83,21 @@ def _parser() -> argparse.ArgumentParser:
         default="torch",
         help="run the NPU stages as PyTorch modules or as ExecuTorch programs (needs the executorch extra)",
     )
+    verify.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        metavar="CHECK",
+        help="leave out a check group: inputs, prefill-masks, decode-masks, vision-masks, rope, layers, decode, export",
+    )
+    verify.add_argument(
+        "--self-test",
+        action="store_true",
+        help="inject every catalogued porting bug in turn and report which checks catch it (fails if one is missed)",
+    )
+    verify.add_argument(
+        "--fault", action="append", metavar="NAME", help="with --self-test: only this catalogued fault (repeatable)"
+    )
     export = commands.add_parser("export", help="export every NPU stage of an embedded model at static shapes")
     export.add_argument("folder", type=Path, help="where the programs and manifest.json go")
     export.add_argument("--config", choices=("tiny", "e2b-vision", "e2b-geometry"), default="tiny")
@@ -105,6 +120,28 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _self_test(model, name: str, args: argparse.Namespace, checks: tuple[str, ...], started: float) -> int:
+    """``verify --self-test``: exit 0 when the fault-free run passes and every applicable fault is caught."""
+    from .oracle.faults import faults_named
+    from .oracle.self_test import format_result, run_self_test
+
+    faults = faults_named(args.fault)
+    print(f"gemma4-static verify --self-test: {name}, {len(faults)} faults, checks {', '.join(checks)}", flush=True)
+    baseline, results = run_self_test(
+        model, faults=faults, checks=checks, on_result=lambda result: print(format_result(result), flush=True)
+    )
+    broken = [row for row in baseline if not row.passed]
+    missed = [result.fault.name for result in results if not result.passed]
+    caught = sum(result.caught for result in results)
+    elapsed = time.perf_counter() - started
+    print(f"self-test: {caught} of {len(results)} faults caught, {len(missed)} missed ({elapsed:.1f} s)")
+    if broken:
+        print(f"self-test: the fault-free run already fails {len(broken)} rows; fix those first", file=sys.stderr)
+    if missed:
+        print(f"self-test: no check catches {missed}", file=sys.stderr)
+    return 1 if broken or missed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "export":
@@ -114,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from .oracle.checkpoints import load_checkpoint
         from .oracle.models import build_default_model
-        from .oracle.report import format_row, write_json
-        from .oracle.verify import run_verification
+        from .oracle.report import Row, format_row, write_json
+        from .oracle.verify import CHECKS, run_verification
     except ModuleNotFoundError as error:
         print(
             f"gemma4-static verify: {error.name} is missing; "
@@ -135,17 +172,34 @@ def main(argv: list[str] | None = None) -> int:
     else:
         model = build_default_model(args.config)
         name = args.config
-    dtype = getattr(torch, args.dtype)
-    print(f"gemma4-static verify: {name} ({type(model).__name__}, {args.dtype})", flush=True)
+    unknown = sorted(set(args.without) - set(CHECKS))
+    if unknown:
+        print(
+            f"gemma4-static verify: --without names unknown checks {unknown}; expected some of {list(CHECKS)}",
+            file=sys.stderr,
+        )
+        return 2
+    checks = tuple(check for check in CHECKS if check not in args.without)
     try:
+        if args.self_test:
+            return _self_test(model, name, args, checks, started)
+        print(f"gemma4-static verify: {name} ({type(model).__name__}, {args.dtype})", flush=True)
+        first_failure = [True]
+
+        def show(row: Row) -> None:
+            marked = not row.passed and first_failure[0]
+            first_failure[0] = first_failure[0] and row.passed
+            print(format_row(row) + ("   <- first divergence" if marked else ""), flush=True)
+
         rows = run_verification(
             model,
-            dtype=dtype,
+            dtype=getattr(torch, args.dtype),
             max_seq=args.max_seq,
             steps=args.steps,
             export=not args.no_export,
             backend=args.backend,
-            on_row=lambda row: print(format_row(row), flush=True),
+            checks=checks,
+            on_row=show,
         )
     except ValueError as error:
         print(f"gemma4-static verify: {error}", file=sys.stderr)

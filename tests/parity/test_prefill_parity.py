@@ -98,7 +98,7 @@ def _compare_prefill(model, runtime, outputs, hf, prompt, report, label: str) ->
     K/V, and the last-token logits with their argmax."""
     valid = prompt.attention_mask.bool()
     _check(parity.hidden_state_rows(model, outputs, hf, valid, FP32), report, f"hidden states{label}")
-    kv = parity.kv_rows(runtime, hf, valid, FP32)
+    kv = parity.kv_rows(runtime, model, prompt, FP32)
     _check(kv, report, f"K/V of {len(kv) // 2} producing layers vs HF cache{label}")
     theirs = hf.logits[torch.arange(valid.shape[0]), prompt.last_index]
     _check(parity.logits_rows(outputs.logits, theirs, FP32), report, f"last-token logits{label}")

@@ -176,27 +176,29 @@ def paired_hidden_states(
     return [(mine[:, :length][valid], reference[valid]) for mine, reference in zip(ours, theirs, strict=True)]
 
 
-def paired_kv(static_cache: Any, hf_cache: Any, valid: torch.Tensor) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
-    """``(name, ours, HF)`` for the K and V of every producing layer after prefill, on the valid
-    positions both caches hold: HF keeps every position for full layers and the last
-    ``window - 1`` of the padded batch for sliding layers; the static cache keeps ``max_seq`` slots,
-    or a ring of each row's last ``window`` positions. Ours is read at the slot holding each position."""
-    batch, length = valid.shape
-    lengths = valid.sum(dim=1)
-    pairs = []
-    for index, source in enumerate(static_cache.sources):
-        if source != index:
-            continue
-        hf_layer, layer_type = hf_cache.layers[index], static_cache.layer_types[index]
-        positions = torch.arange(length - hf_layer.keys.shape[2], length).expand(batch, -1)
-        slots = static_cache.slots(layer_type, positions)
-        held = static_cache.key_positions(layer_type, lengths).gather(1, slots) == positions
-        keep = valid[:, positions[0]] & held
-        for kind, ours, theirs in (
-            ("K", static_cache.keys, hf_layer.keys),
-            ("V", static_cache.values, hf_layer.values),
-        ):
-            mine = ours[index].transpose(1, 2)  # (B, capacity, kv_heads, D)
-            mine = mine.gather(1, slots[:, :, None, None].expand(-1, -1, *mine.shape[2:]))
-            pairs.append((f"layer {index} {kind}", mine[keep], theirs.transpose(1, 2)[keep]))
-    return pairs
+def paired_kv(static_cache: Any, model: Any, prompt: Any) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """``(name, ours, HF)`` for the K and V of every producing layer after a prefill of ``prompt``,
+    over every row: HF prefills each row alone, and its cache holds every position of a full layer
+    and the row's last ``window - 1`` of a sliding one. Ours is read where the static layout puts
+    position ``p``: slot ``p mod capacity`` (``p`` itself on a ``max_seq`` buffer, a ring slot
+    otherwise). Each tensor is ``(kv_heads, positions of all rows, head_dim)``."""
+    gathered: dict[tuple[int, str], tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
+    for row in range(prompt.input_ids.shape[0]):
+        hf_cache = model(**prompt.row(row).hf_kwargs(), use_cache=True).cache
+        length = int(prompt.attention_mask[row].sum())
+        for index, source in enumerate(static_cache.sources):
+            if source != index:
+                continue
+            hf_layer = hf_cache.layers[index]
+            slots = torch.arange(length - hf_layer.keys.shape[2], length) % static_cache.keys[index].shape[2]
+            for kind, ours, theirs in (
+                ("K", static_cache.keys, hf_layer.keys),
+                ("V", static_cache.values, hf_layer.values),
+            ):
+                mine, reference = gathered.setdefault((index, kind), ([], []))
+                mine.append(ours[index][row][:, slots])
+                reference.append(theirs[0])
+    return [
+        (f"layer {index} {kind}", torch.cat(mine, dim=1), torch.cat(reference, dim=1))
+        for (index, kind), (mine, reference) in gathered.items()
+    ]

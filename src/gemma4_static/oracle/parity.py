@@ -167,11 +167,12 @@ def hidden_state_rows(
     ]
 
 
-def kv_rows(runtime: StaticGemma4Runtime, hf_output: Any, valid: torch.Tensor, dtype: torch.dtype) -> list[Row]:
-    """K and V of every producing layer vs HF's cache (on the positions HF keeps, see ``paired_kv``)."""
+def kv_rows(runtime: StaticGemma4Runtime, model: Any, prompt: Prompt, dtype: torch.dtype) -> list[Row]:
+    """K and V of every producing layer and every row after the runtime's prefill of ``prompt`` vs
+    HF's cache of each row (on the positions HF keeps, see ``paired_kv``)."""
     return [
         stage_row("KV cache", name, mine, theirs, dtype)
-        for name, mine, theirs in paired_kv(runtime.cache, hf_output.cache, valid)
+        for name, mine, theirs in paired_kv(runtime.cache, model, prompt)
     ]
 
 

@@ -31,7 +31,7 @@ EXACT = 0.0
 
 def scaled(factor: float, reference: torch.Tensor) -> float:
     """``factor * max(1, max |reference|)``: an absolute bound for values of ``reference``'s magnitude."""
-    return factor * max(1.0, float(reference.float().abs().max()))
+    return factor * max(1.0, float(reference.float().abs().max())) if reference.numel() else factor
 
 
 def relative(dtype: torch.dtype, reference: torch.Tensor) -> float:

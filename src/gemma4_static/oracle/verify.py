@@ -163,7 +163,7 @@ def layer_rows(session: Session) -> Iterator[Row]:
     for start in range(0, len(layers), LAYER_GROUP):
         group = layers[start : start + LAYER_GROUP]
         yield merge(group, "decoder layers", f"layers {start}-{start + len(group) - 1} hidden states")
-    kv = parity.kv_rows(session.runtime, session.theirs, valid, session.dtype)
+    kv = parity.kv_rows(session.runtime, session.model, session.prompt, session.dtype)
     for kind in ("K", "V"):
         chosen = [row for row in kv if row.check.endswith(kind)]
         yield merge(chosen, "KV cache", f"{kind} of {len(chosen)} producing layers vs HF cache")
@@ -198,15 +198,17 @@ def export_rows(session: Session) -> Iterator[Row]:
     yield merge(parity.export_rows(cases), "export round-trip", f"{len(cases)} stages, exported vs eager")
 
 
-STAGES: tuple[Callable[[Session], Iterator[Row]], ...] = (
-    input_rows,
-    prefill_mask_rows,
-    decode_mask_rows,
-    vision_mask_rows,
-    rope_rows,
-    layer_rows,
-    decode_rows,
-)
+# Every check group by name, in data-flow order (``verify --without NAME`` leaves one out).
+CHECKS: dict[str, Callable[[Session], Iterator[Row]]] = {
+    "inputs": input_rows,
+    "prefill-masks": prefill_mask_rows,
+    "decode-masks": decode_mask_rows,
+    "vision-masks": vision_mask_rows,
+    "rope": rope_rows,
+    "layers": layer_rows,
+    "decode": decode_rows,
+    "export": export_rows,
+}
 
 
 @torch.no_grad()
@@ -218,13 +220,19 @@ def run_verification(
     steps: int | None = None,
     export: bool = True,
     backend: str = "torch",
+    checks: tuple[str, ...] = tuple(CHECKS),
     on_row: Callable[[Row], None] = lambda row: None,
 ) -> list[Row]:
-    """Run every stage check on ``model`` (an HF Gemma 4 model) with the runtime on ``backend``;
-    ``on_row`` sees each row as it finishes."""
+    """Run the ``checks`` (names of :data:`CHECKS`; ``export`` only with ``export=True``) on ``model``
+    (an HF Gemma 4 model) with the runtime on ``backend``; ``on_row`` sees each row as it finishes."""
+    unknown = sorted(set(checks) - set(CHECKS))
+    if unknown:
+        raise ValueError(f"checks has unknown names {unknown}; expected some of {list(CHECKS)}")
     session = open_session(model, dtype=dtype, max_seq=max_seq, steps=steps, backend=backend)
     rows = []
-    for stage in (*STAGES, export_rows) if export else STAGES:
+    for name, stage in CHECKS.items():
+        if name not in checks or (name == "export" and not export):
+            continue
         for row in stage(session):
             on_row(row)
             rows.append(row)

@@ -1,0 +1,64 @@
+"""The fault catalogue and ``verify --self-test``: every catalogued porting bug is caught by some
+check, and a self-test that lost the check catching a fault fails."""
+
+from __future__ import annotations
+
+import pytest
+
+from gemma4_static import cli
+from gemma4_static.oracle import models
+from gemma4_static.oracle.faults import CATALOGUE, FAULT_NAMES, faults_named
+from gemma4_static.oracle.self_test import format_result, run_fault
+from gemma4_static.oracle.verify import run_verification
+
+
+@pytest.fixture(autouse=True)
+def _reuse_session_model(monkeypatch, tiny_model):
+    """The command builds its model by name; in-process it gets the session's tiny model instead."""
+    monkeypatch.setattr(models, "build_default_model", lambda name, **_: tiny_model)
+
+
+def test_the_catalogue_names_at_least_fifteen_distinct_bugs():
+    assert len(CATALOGUE) >= 15 and len(set(FAULT_NAMES)) == len(CATALOGUE)
+    assert all(fault.bug and fault.patches for fault in CATALOGUE)
+
+
+@pytest.mark.self_test
+@pytest.mark.parametrize("name", FAULT_NAMES)
+def test_each_fault_is_caught(tiny_model, name, report):
+    """Runs with ``--gemma4-self-test`` (as ``gemma4-static verify --self-test`` does)."""
+    (fault,) = faults_named([name])
+    result = run_fault(fault, tiny_model)
+    report(format_result(result))
+    assert result.caught, format_result(result)
+
+
+def test_a_fault_leaves_nothing_behind(tiny_model):
+    """After a fault's block the runtime is itself again (patches undone, cached tables dropped)."""
+    with faults_named(["sliding-window-off-by-one"])[0].injected():
+        assert not all(row.passed for row in run_verification(tiny_model, export=False, checks=("prefill-masks",)))
+    assert all(row.passed for row in run_verification(tiny_model, export=False, checks=("prefill-masks", "decode")))
+
+
+def test_self_test_fails_when_the_catching_check_is_removed(capsys):
+    """A uniform RoPE shift cancels in q.k (decode logits do not move); only the RoPE rows and the
+    cached K (stored rotated) see it: without those two check groups it is missed."""
+    args = ["verify", "--self-test", "--fault", "rope-positions-from-one"]
+    assert cli.main(args) == 0
+    assert "CAUGHT  rope-positions-from-one" in capsys.readouterr().out
+    assert cli.main([*args, "--without", "rope", "--without", "layers"]) == 1
+    captured = capsys.readouterr()
+    assert "MISSED  rope-positions-from-one" in captured.out
+    assert "no check catches ['rope-positions-from-one']" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--fault", "no-such-bug"], "unknown fault names ['no-such-bug']"),
+        (["--without", "no-such-check"], "--without names unknown checks ['no-such-check']"),
+    ],
+)
+def test_unknown_names_are_usage_errors(args, message, capsys):
+    assert cli.main(["verify", "--self-test", *args]) == 2
+    assert message in capsys.readouterr().err
