@@ -47,22 +47,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         help=f"local folder of a real Gemma 4 checkpoint (default: ${CHECKPOINT_ENV}); tests on it are skipped without",
     )
-    parser.addoption(
-        "--gemma4-self-test",
-        action="store_true",
-        help="also run the fault self-test: each catalogued porting bug injected, verify must catch it",
-    )
+    for option, (_, lane) in OPT_IN_LANES.items():
+        parser.addoption(option, action="store_true", help=f"also run {lane}")
+
+
+# Lanes too slow for the default run (the README's test command and CI turn them on): marker -> option.
+OPT_IN_LANES = {
+    "--gemma4-self-test": (
+        "self_test",
+        "the fault self-test: each catalogued porting bug injected, verify must catch it",
+    ),
+    "--gemma4-executorch": ("executorch", "the ExecuTorch lane: every stage lowered with XNNPACK, about 2.5 min"),
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--gemma4-self-test"):
-        return
-    skip = pytest.mark.skip(
-        reason="fault self-test is opt-in: pass --gemma4-self-test (or run gemma4-static verify --self-test)"
-    )
-    for item in items:
-        if "self_test" in item.keywords:
-            item.add_marker(skip)
+    for option, (marker, lane) in OPT_IN_LANES.items():
+        if config.getoption(option):
+            continue
+        skip = pytest.mark.skip(reason=f"opt-in lane, pass {option}: {lane}")
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(skip)
 
 
 def _build(name: str):

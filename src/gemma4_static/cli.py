@@ -122,7 +122,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def _self_test(model, name: str, args: argparse.Namespace, checks: tuple[str, ...], started: float) -> int:
     """``verify --self-test``: exit 0 when the fault-free run passes and every applicable fault is caught."""
-    from .oracle.faults import faults_named
+    from .oracle.catalogue import faults_named
     from .oracle.self_test import format_result, run_self_test
 
     faults = faults_named(args.fault)

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from gemma4_static import build_prefill_bool_masks, read_text_config
-from gemma4_static.oracle import parity
+from gemma4_static.oracle import parity_masks
+from gemma4_static.oracle.catalogue import faults_named
 from gemma4_static.oracle.hf import ATTN_IMPLEMENTATIONS
 from gemma4_static.oracle.layouts import LENGTHS, PADDINGS, sequence_length, valid_mask
 from gemma4_static.oracle.report import assert_rows_pass
@@ -27,7 +28,7 @@ def test_prefill_masks_match_hf(gemma4_model, length_kind, batch, padding, attn_
     config = gemma4_model.config
     length = sequence_length(length_kind, read_text_config(config).sliding_window)
     valid = valid_mask(padding, batch, length)
-    rows = parity.prefill_mask_rows(config, valid, attn_implementation)
+    rows = parity_masks.prefill_mask_rows(config, valid, attn_implementation)
     assert len(rows) == len(read_text_config(config).unique_layer_types)
     assert all(mask.shape == (batch, 1, length, length) for mask in build_prefill_bool_masks(config, valid).values())
     assert_rows_pass(rows)
@@ -47,7 +48,9 @@ def test_vision_bidirectional_masks_match_hf(tiny_model, padding, attn_implement
     overlay = build_prefill_bool_masks(tiny_model.config, valid, mm_token_type_ids=types)
     plain = build_prefill_bool_masks(tiny_model.config, valid)
     assert not torch.equal(overlay["sliding_attention"], plain["sliding_attention"])  # the overlay is exercised
-    assert_rows_pass(parity.prefill_mask_rows(tiny_model.config, valid, attn_implementation, mm_token_type_ids=types))
+    assert_rows_pass(
+        parity_masks.prefill_mask_rows(tiny_model.config, valid, attn_implementation, mm_token_type_ids=types)
+    )
 
 
 def _decode_positions(window: int) -> list[int]:
@@ -64,5 +67,20 @@ def test_decode_masks_match_hf_visible_positions(gemma4_model, padding, attn_imp
     config = gemma4_model.config
     window = read_text_config(config).sliding_window
     for position in _decode_positions(window):
-        rows = parity.decode_mask_rows(config, valid_mask(padding, 3, position + 1), attn_implementation)
+        rows = parity_masks.decode_mask_rows(config, valid_mask(padding, 3, position + 1), attn_implementation)
         assert_rows_pass(rows, context=f"decode at position {position}")
+
+
+def test_a_broken_mask_fails_with_a_diagram(tiny_model):
+    """A failing mask row draws the first query rows that differ: ours / HF / where (x and .)."""
+    valid = valid_mask("left", 2, 12)
+    with faults_named(["sliding-window-off-by-one"])[0].injected():
+        rows = parity_masks.prefill_mask_rows(tiny_model.config, valid, "sdpa")
+    with pytest.raises(AssertionError) as failure:
+        assert_rows_pass(rows)
+    message = str(failure.value)
+    print(message)
+    assert "masks prefill sliding_attention sdpa: batch row 0" in message
+    assert "  padding     011111111111" in message  # row 0 is left-padded by one
+    # query 9 sees keys 3..9 with the window one too wide; HF's window is 4..9: they differ at key 3
+    assert "      9  ...xxxxxxx..  ....xxxxxx..  ...x........" in message

@@ -34,7 +34,8 @@ def test_workflow_installs_and_tests_as_the_readme_says():
     install = test_command.split(" && .venv/bin/pytest")[0]
     workflow = WORKFLOW.read_text()
     assert f"run: {install}" in workflow
-    assert ".venv/bin/pytest -n auto --hypothesis-profile=ci" in workflow
+    assert ".venv/bin/pytest -n auto --hypothesis-profile=ci --gemma4-self-test --gemma4-executorch" in workflow
+    assert test_command.endswith("--gemma4-self-test --gemma4-executorch")  # both slow lanes in CI
     assert ".venv/bin/gemma4-static verify --json verify-report.json" in workflow
     assert "--hypothesis-profile=fuzz" in workflow and "path: .hypothesis" in workflow
     assert main_job.endswith(".venv/bin/gemma4-static verify")

@@ -7,7 +7,7 @@ import pytest
 
 from gemma4_static import cli
 from gemma4_static.oracle import models
-from gemma4_static.oracle.faults import CATALOGUE, FAULT_NAMES, faults_named
+from gemma4_static.oracle.catalogue import CATALOGUE, FAULT_NAMES, faults_named
 from gemma4_static.oracle.self_test import format_result, run_fault
 from gemma4_static.oracle.verify import run_verification
 

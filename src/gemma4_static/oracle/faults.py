@@ -1,36 +1,23 @@
-"""A catalogue of realistic Gemma 4 porting bugs, each injected into the runtime in-process.
+"""Porting bugs injected into the runtime in-process, and the patch makers the catalogue
+(:mod:`.catalogue`) builds them from.
 
 Each :class:`Fault` replaces one or more attributes of the runtime's modules (``unittest.mock``,
 no source edits) while it is active; the self-test (:mod:`.self_test`) runs every parity check
-under each fault and reports which checks caught it. The bugs are the ones ports of Gemma 4 (and
-of Gemma 2/3, which share these parts) to other runtimes actually shipped or reported: a sliding
-window off by one or ignored, one ``rope_theta`` for every layer type, proportional RoPE treated
-as default or as NeoX-style partial RoPE, the wrong KV producer for shared layers, a missing final
-softcap or layer scalar, ``1/sqrt(head_dim)`` attention scaling (Gemma 4 uses 1.0), the erf GELU
-for ``gelu_pytorch_tanh``, image placeholders reaching the per-layer embedding table, and so on.
-Add a fault here for every bug found later.
+under each fault and reports which checks caught it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
 import torch
-import torch.nn.functional as F
 
-from .. import runtime as runtime_module
-from ..cpu import cache, inputs, masks, rope, rules
+from ..cpu import masks, rope
 from ..cpu import vision as cpu_vision
-from ..npu import decoder, embedding, lm_head
-from ..npu import vision as npu_vision
-from ..spec import TextConfigView
-from ..stack import LayerStack
 
 # (object, attribute, make): while a fault is active, ``object.attribute`` is ``make(original)``
 Patch = tuple[Any, str, Callable[[Any], Any]]
@@ -64,7 +51,7 @@ def clear_cached_tables() -> None:
         cached.cache_clear()
 
 
-def _after_init(cls: type, tweak: Callable[[Any], None]) -> Patch:
+def after_init(cls: type, tweak: Callable[[Any], None]) -> Patch:
     """Patch ``cls.__init__`` so that ``tweak(instance)`` runs after it."""
 
     def make(original: Callable) -> Callable:
@@ -77,52 +64,11 @@ def _after_init(cls: type, tweak: Callable[[Any], None]) -> Patch:
     return (cls, "__init__", make)
 
 
-def _wrong_theta_for_sliding(original: Callable) -> Callable:
-    return lambda spec: original(dataclasses.replace(spec, theta=1_000_000.0) if spec.rope_type == "default" else spec)
-
-
-def _proportional_as_default(original: Callable) -> Callable:
-    return lambda spec: original(dataclasses.replace(spec, rope_type="default"))
-
-
-def _neox_partial_rope(original: Callable) -> Callable:
-    """Exponents over the rotated dims (``2i / rotary_dim``) instead of the full head dim."""
-
-    def frequencies(spec: Any) -> torch.Tensor:
-        if spec.rope_type != "proportional":
-            return original(spec)
-        rotary = int(spec.partial_rotary_factor * spec.head_dim)
-        inv_freq = torch.zeros(spec.head_dim // 2)
-        inv_freq[: rotary // 2] = 1.0 / spec.theta ** (torch.arange(0, rotary, 2, dtype=torch.float32) / rotary)
-        return inv_freq / spec.factor
-
-    return frequencies
-
-
-def _first_producer(original: property) -> property:
-    """A reusing layer reads the first non-shared layer of its type, not the last."""
-
-    def sources(view: TextConfigView) -> tuple[int, ...]:
-        first: dict[str, int] = {}
-        for index, layer_type in enumerate(view.layer_types):
-            first.setdefault(layer_type, index)
-        return tuple(
-            first[layer_type] if mode == "reuse" else index
-            for index, (layer_type, mode) in enumerate(zip(view.layer_types, view.kv_sharing_modes, strict=True))
-        )
-
-    return property(sources)
-
-
-def _set(attribute: str, value: Callable[[Any], Any]) -> Callable[[Any], None]:
+def setting(attribute: str, value: Callable[[Any], Any]) -> Callable[[Any], None]:
     return lambda instance: setattr(instance, attribute, value(instance))
 
 
-def _ignoring_padding(original: Callable) -> Callable:
-    return lambda table, valid, *args, **kwargs: original(table, torch.ones_like(valid), *args, **kwargs)
-
-
-def _shifted_args(index: int, shift: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[Callable], Callable]:
+def with_argument(index: int, shift: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[Callable], Callable]:
     """Call the original with positional argument ``index`` transformed by ``shift``."""
 
     def make(original: Callable) -> Callable:
@@ -133,170 +79,3 @@ def _shifted_args(index: int, shift: Callable[[torch.Tensor], torch.Tensor]) -> 
         return call
 
     return make
-
-
-def _positions_from_one(original: Callable) -> Callable:
-    """RoPE at ``p + 1`` (the last table row stands in past the end, so shapes stay valid)."""
-    return lambda tables, positions, dtype: original(tables, (positions + 1).clamp(max=tables.max_seq - 1), dtype)
-
-
-def _ring_slot_plus_one(original: Callable) -> Callable:
-    def slots(kv_cache: Any, layer_type: str, positions: torch.Tensor) -> torch.Tensor:
-        return original(kv_cache, layer_type, positions + 1 if kv_cache.is_ring(layer_type) else positions)
-
-    return slots
-
-
-def _flip_xy(positions: torch.Tensor) -> torch.Tensor:
-    return positions.flip(-1)
-
-
-def _sdpa_scaled_by_head_dim(original: Any) -> SimpleNamespace:
-    def attention(*args: Any, scale: float | None = None, **kwargs: Any) -> torch.Tensor:
-        return F.scaled_dot_product_attention(*args, scale=None, **kwargs)  # 1/sqrt(D): the Llama default
-
-    return SimpleNamespace(scaled_dot_product_attention=attention)
-
-
-def _norm_without_v_norm(original: Callable) -> Callable:
-    return lambda x, weight, eps: x if weight is None else original(x, weight, eps)
-
-
-_window_plus_one = _shifted_args(2, lambda window: window + 1)
-_keep_placeholders = _shifted_args(1, lambda placeholder_ids: ())
-
-CATALOGUE: tuple[Fault, ...] = (
-    Fault(
-        "sliding-window-off-by-one",
-        "sliding layers see window + 1 keys (k >= q - window instead of k > q - window)",
-        ((rules, "within_window", _window_plus_one), (masks, "within_window", _window_plus_one)),
-    ),
-    Fault(
-        "sliding-window-ignored",
-        "sliding layers attend like full layers (no window at all)",
-        ((rules, "causal_within_window", lambda original: lambda q, k, window: rules.causal(q, k)),),
-    ),
-    Fault(
-        "padding-keys-visible",
-        "the attention mask ignores key padding (causal pattern only)",
-        ((masks.MaskTable, "bool_masks", _ignoring_padding), (masks.MaskTable, "additive_masks", _ignoring_padding)),
-    ),
-    Fault(
-        "image-tokens-causal",
-        "soft tokens of one image do not attend to each other bidirectionally",
-        ((masks.MaskTable, "vision_blocks", lambda original: lambda table, token_types: None),),
-        needs_vision=True,
-    ),
-    Fault(
-        "sliding-rope-theta-of-full",
-        "one rope_theta (1e6, the full layers') for every layer type",
-        ((rope, "inverse_frequencies", _wrong_theta_for_sliding),),
-    ),
-    Fault(
-        "proportional-rope-as-default",
-        "full layers rotate every pair (partial_rotary_factor ignored)",
-        ((rope, "inverse_frequencies", _proportional_as_default),),
-    ),
-    Fault(
-        "partial-rope-neox-exponents",
-        "proportional RoPE with exponents over the rotated dims (2i / rotary_dim), not the head dim",
-        ((rope, "inverse_frequencies", _neox_partial_rope),),
-    ),
-    Fault(
-        "rope-positions-from-one",
-        "RoPE positions counted from 1",
-        ((rope.RopeTables, "lookup", _positions_from_one),),
-    ),
-    Fault(
-        "ring-slot-off-by-one",
-        "a sliding layer's ring cache writes position p to slot (p + 1) mod W",
-        ((cache.StaticKVCache, "slots", _ring_slot_plus_one),),
-    ),
-    Fault(
-        "shared-kv-first-producer",
-        "KV-shared layers read the first layer of their type instead of the last non-shared one",
-        ((TextConfigView, "kv_sources", _first_producer),),
-    ),
-    Fault(
-        "final-softcap-missing",
-        "logits are not soft-capped (tanh(x / 30) * 30)",
-        (_after_init(lm_head.LMHead, _set("softcap", lambda head: None)),),
-    ),
-    Fault(
-        "layer-scalar-missing",
-        "the per-layer output scalar is not applied",
-        (_after_init(decoder.DecoderLayer, _set("layer_scalar", lambda layer: torch.ones_like(layer.layer_scalar))),),
-    ),
-    Fault(
-        "attention-scaled-by-head-dim",
-        "attention scores scaled by 1/sqrt(head_dim) (Gemma 4 uses 1.0: q and k are RMS-normed)",
-        ((decoder, "F", _sdpa_scaled_by_head_dim),),
-    ),
-    Fault(
-        "gelu-erf",
-        "the exact (erf) GELU instead of gelu_pytorch_tanh",
-        ((decoder, "gelu_tanh", lambda original: F.gelu),),
-    ),
-    Fault(
-        "embedding-unscaled",
-        "embedding rows not multiplied by sqrt(hidden size)",
-        (_after_init(embedding.TokenEmbedding, lambda stage: stage.scale.fill_(1.0)),),
-    ),
-    Fault(
-        "placeholders-reach-ple",
-        "image/video/audio placeholder ids index the per-layer embedding table (not mapped to pad)",
-        ((inputs, "llm_ids", _keep_placeholders), (runtime_module, "llm_ids", _keep_placeholders)),
-        needs_vision=True,
-    ),
-    Fault(
-        "v-norm-missing",
-        "values are not RMS-normed (the scale-free v_norm is dropped)",
-        ((decoder, "rms_norm", _norm_without_v_norm),),
-    ),
-    Fault(
-        "k-norm-weight-dropped",
-        "the k norm runs without its learned weight",
-        (_after_init(decoder.DecoderLayer, _set("k_norm", lambda layer: None)),),
-    ),
-    Fault(
-        "mask-value-minus-one",
-        "a finite mask value far too small (-1): masked keys keep real attention weight",
-        (_after_init(LayerStack, _set("fill", lambda stack: -1.0)),),
-    ),
-    Fault(
-        "vision-rope-axes-swapped",
-        "the 2-D vision RoPE rotates y where x belongs",
-        ((cpu_vision, "vision_rope", _shifted_args(1, _flip_xy)),),
-        needs_vision=True,
-    ),
-    Fault(
-        "vision-position-table-swapped",
-        "the x and y vision position-embedding tables are swapped",
-        ((npu_vision.VisionEncoder, "embed_patches", _shifted_args(2, _flip_xy)),),
-        needs_vision=True,
-    ),
-    Fault(
-        "vision-pooling-transposed",
-        "patches pooled column-major (the pooling width read from the wrong axis)",
-        ((cpu_vision, "pooling_matrix", _shifted_args(0, _flip_xy)),),
-        needs_vision=True,
-    ),
-    Fault(
-        "vision-clamps-dropped",
-        "the vision tower's clipped linears run without their clamps",
-        (_after_init(npu_vision.ClippedProjection, _set("clipped", lambda layer: False)),),
-        needs_vision=True,
-    ),
-)
-
-FAULT_NAMES = tuple(fault.name for fault in CATALOGUE)
-
-
-def faults_named(names: list[str] | None) -> tuple[Fault, ...]:
-    """The catalogued faults called ``names`` (all of them for ``None``); ``ValueError`` for an unknown name."""
-    if names is None:
-        return CATALOGUE
-    unknown = sorted(set(names) - set(FAULT_NAMES))
-    if unknown:
-        raise ValueError(f"unknown fault names {unknown}; expected some of {list(FAULT_NAMES)}")
-    return tuple(fault for fault in CATALOGUE if fault.name in names)

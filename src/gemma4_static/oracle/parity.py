@@ -12,7 +12,6 @@ from typing import Any
 
 import torch
 
-from ..cpu.masks import build_decode_bool_masks, build_prefill_bool_masks
 from ..cpu.rope import build_rope
 from ..export import StageCase, export_case
 from ..runtime import PrefillOutputs, StaticGemma4Runtime
@@ -20,9 +19,7 @@ from ..spec import text_module
 from . import tolerances
 from .hf import (
     hf_decode_logits,
-    hf_decode_visible_positions,
     hf_generate,
-    hf_prefill_bool_masks,
     hf_rope,
     paired_hidden_states,
     paired_kv,
@@ -45,7 +42,7 @@ def stage_row(stage: str, check: str, ours: torch.Tensor, theirs: torch.Tensor, 
     return compare(stage, check, ours, theirs, tolerances.relative(dtype, theirs))
 
 
-def _count(stage: str, check: str, metric: str, differing: int) -> Row:  # exact: tolerance 0
+def count_row(stage: str, check: str, metric: str, differing: int) -> Row:  # exact: tolerance 0
     return Row(stage, check, metric, differing, tolerances.EXACT)
 
 
@@ -64,7 +61,7 @@ def static_input_row(prompt: Prompt, outputs: PrefillOutputs, spec: Any) -> Row:
         + int((inputs.valid_length != prompt.attention_mask.sum(dim=1)).sum())
         + int((inputs.mm_token_type_ids[:, :length] != prompt.mm_token_type_ids).sum())
     )
-    return _count("static inputs", "ids, valid mask, lengths, image slot", "mismatched entries", mismatches)
+    return count_row("static inputs", "ids, valid mask, lengths, image slot", "mismatched entries", mismatches)
 
 
 def embedding_row(model: Any, runtime: StaticGemma4Runtime, ids: torch.Tensor) -> Row:
@@ -96,49 +93,6 @@ def fusion_row(outputs: PrefillOutputs) -> Row:
     is_image = outputs.inputs.mm_token_type_ids.bool()[..., None].expand_as(embeds)
     theirs = embeds.masked_scatter(is_image, soft.reshape(-1, soft.shape[-1]))
     return compare("fusion", "vs masked_scatter", outputs.hidden_states[0], theirs, tolerances.EXACT)
-
-
-def _mask_rows(stage: str, note: str, ours: dict[str, torch.Tensor], theirs: dict[str, torch.Tensor]) -> list[Row]:
-    rows = []
-    for name in sorted(ours.keys() | theirs.keys()):
-        mine, reference = ours.get(name), theirs.get(name)
-        if mine is None or reference is None or mine.shape != reference.shape:
-            differing = max(t.numel() for t in (mine, reference) if t is not None)  # all of it
-        else:
-            differing = int((mine != reference).sum())
-        metric = "mismatched slots" if stage == "masks decode" else "mismatched entries"
-        rows.append(_count(stage, f"{name} {note}", metric, differing))
-    return rows
-
-
-def prefill_mask_rows(
-    config: Any, valid: torch.Tensor, attn_implementation: str, *, mm_token_type_ids: torch.Tensor | None = None
-) -> list[Row]:
-    """Boolean prefill masks vs HF's, one row per layer type (``None`` from HF is expanded, never skipped)."""
-    ours = build_prefill_bool_masks(config, valid, mm_token_type_ids=mm_token_type_ids)
-    theirs = hf_prefill_bool_masks(
-        config, valid, attn_implementation=attn_implementation, mm_token_type_ids=mm_token_type_ids
-    )
-    stage = "masks vision" if mm_token_type_ids is not None else "masks prefill"
-    return _mask_rows(stage, attn_implementation, ours, theirs)
-
-
-def decode_mask_rows(config: Any, valid: torch.Tensor, attn_implementation: str, *, unwritten: int = 4) -> list[Row]:
-    """The next token's visible absolute positions vs HF with a ``DynamicCache``, one row per layer type.
-
-    ``valid`` ``(B, P + 1)``: ``P`` cached tokens and the new one at position ``P``; the static cache
-    has ``unwritten`` more slots, which must stay invisible (HF's sliding cache keeps only the last
-    ``window - 1`` keys, so masks are compared as absolute positions).
-    """
-    batch, total = valid.shape
-    static_valid = torch.zeros(batch, total + unwritten, dtype=torch.bool)
-    static_valid[:, :total] = valid
-    ours = {name: mask[:, 0, 0] for name, mask in build_decode_bool_masks(config, static_valid, total - 1).items()}
-    theirs = hf_decode_visible_positions(config, valid, attn_implementation=attn_implementation)
-    padded = {
-        name: torch.cat((row, torch.zeros(batch, unwritten, dtype=torch.bool)), dim=1) for name, row in theirs.items()
-    }
-    return _mask_rows("masks decode", attn_implementation, ours, padded)
 
 
 def rope_rows(config: Any, position_ids: torch.Tensor, dtype: torch.dtype) -> list[Row]:
@@ -193,7 +147,7 @@ def logits_rows(ours: torch.Tensor, theirs: torch.Tensor, dtype: torch.dtype) ->
     rows = [stage_row("prefill logits", "last valid token per row", ours, theirs, dtype)]
     if dtype == torch.float32:
         flips = int((ours.argmax(-1) != theirs.argmax(-1)).sum())
-        rows.append(_count("prefill logits", "argmax agreement", "rows with another argmax", flips))
+        rows.append(count_row("prefill logits", "argmax agreement", "rows with another argmax", flips))
     return rows
 
 
@@ -210,7 +164,7 @@ def decode_rows(
         rows.append(stage_row("decode steps", f"row {row} logits", ours[row], theirs, dtype))
         if dtype == torch.float32:
             flips = int((ours[row].argmax(-1) != theirs.argmax(-1)).sum())
-            rows.append(_count("decode steps", f"row {row} argmax", "steps with another argmax", flips))
+            rows.append(count_row("decode steps", f"row {row} argmax", "steps with another argmax", flips))
     return rows
 
 
@@ -229,7 +183,7 @@ def generation_rows(
     rows = []
     for row in range(ours.shape[0]):
         theirs = hf_generate(model, prompt.row(row), max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
-        rows.append(_count("generation", f"row {row}", "tokens not matched", int((ours[row] != theirs).sum())))
+        rows.append(count_row("generation", f"row {row}", "tokens not matched", int((ours[row] != theirs).sum())))
     return rows
 
 

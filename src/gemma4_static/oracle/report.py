@@ -11,13 +11,15 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Row:
-    """One report line: ``value`` is compared against ``tolerance`` (``value <= tolerance`` passes)."""
+    """One report line: ``value`` is compared against ``tolerance`` (``value <= tolerance`` passes);
+    ``detail`` says more about a failure (e.g. a mask diagram), ``""`` when there is nothing to add."""
 
     stage: str
     check: str
     metric: str
     value: float
     tolerance: float
+    detail: str = ""
 
     @property
     def passed(self) -> bool:
@@ -29,12 +31,18 @@ class Row:
 
 def merge(rows: Iterable[Row], stage: str, check: str) -> Row:
     """One row for several: counts (tolerance 0) add up; errors keep the row that is worst relative
-    to its own tolerance, so the merged row fails exactly when one of its rows fails."""
+    to its own tolerance, so the merged row fails exactly when one of its rows fails. A failing
+    merged row names its first failing member (rows come in data-flow order) and keeps its detail."""
     rows = list(rows)
+    failed = [row for row in rows if not row.passed]
+    if failed:
+        check, detail = f"{check} [first: {failed[0].check}]", failed[0].detail
+    else:
+        detail = ""
     if all(row.tolerance == 0 for row in rows):
-        return Row(stage, check, rows[0].metric, sum(row.value for row in rows), 0.0)
+        return Row(stage, check, rows[0].metric, sum(row.value for row in rows), 0.0, detail)
     worst = max(rows, key=_badness)
-    return Row(stage, check, worst.metric, worst.value, worst.tolerance)
+    return Row(stage, check, worst.metric, worst.value, worst.tolerance, detail)
 
 
 def _badness(row: Row) -> float:
@@ -55,7 +63,8 @@ def assert_rows_pass(rows: Iterable[Row], *, context: str = "") -> None:
 
 def format_row(row: Row) -> str:
     status = "PASS" if row.passed else "FAIL"
-    return f"{status}  {row.stage:<17} {row.check:<58} {row.metric} = {row.value:.3g} (tolerance {row.tolerance:.3g})"
+    line = f"{status}  {row.stage:<17} {row.check:<58} {row.metric} = {row.value:.3g} (tolerance {row.tolerance:.3g})"
+    return f"{line}\n{row.detail}" if row.detail and not row.passed else line
 
 
 def write_json(rows: list[Row], path: Path, *, model: str) -> None:

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .faults import CATALOGUE, Fault
+from .catalogue import CATALOGUE
+from .faults import Fault
 from .report import Row
 from .verify import CHECKS, run_verification
 

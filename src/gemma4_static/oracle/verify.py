@@ -13,7 +13,7 @@ import torch
 from ..export import stage_cases
 from ..runtime import PrefillOutputs, StaticGemma4Runtime
 from ..spec import read_text_config
-from . import parity, parity_vision, tolerances
+from . import parity, parity_masks, parity_vision, tolerances
 from .hf import ATTN_IMPLEMENTATIONS, hf_prefill
 from .layouts import LENGTHS, PADDINGS, sequence_length, valid_mask
 from .report import Row, merge
@@ -116,7 +116,9 @@ def prefill_mask_rows(session: Session) -> Iterator[Row]:
             for batch in (1, 3)
             for padding in PADDINGS
         ]
-        rows = [row for valid in cases for row in parity.prefill_mask_rows(session.config, valid, attn_implementation)]
+        rows = [
+            row for valid in cases for row in parity_masks.prefill_mask_rows(session.config, valid, attn_implementation)
+        ]
         suffix = f"({len(cases)} layouts)"
         yield from _merged_by_check(rows, lambda row, suffix=suffix: f"{row.check} {suffix}")
 
@@ -129,7 +131,9 @@ def decode_mask_rows(session: Session) -> Iterator[Row]:
         rows = [
             row
             for position in positions
-            for row in parity.decode_mask_rows(session.config, valid_mask("left", 3, position + 1), attn_implementation)
+            for row in parity_masks.decode_mask_rows(
+                session.config, valid_mask("left", 3, position + 1), attn_implementation
+            )
         ]
         yield from _merged_by_check(rows, lambda row: f"{row.check} (positions {positions})")
 
@@ -146,7 +150,7 @@ def vision_mask_rows(session: Session) -> Iterator[Row]:
     types[1, 2 + window // 2 : 2 + window] = 1
     valid = valid_mask("right", 2, length)
     for attn_implementation in ATTN_IMPLEMENTATIONS:
-        yield from parity.prefill_mask_rows(session.config, valid, attn_implementation, mm_token_type_ids=types)
+        yield from parity_masks.prefill_mask_rows(session.config, valid, attn_implementation, mm_token_type_ids=types)
 
 
 def rope_rows(session: Session) -> Iterator[Row]:

@@ -1,0 +1,66 @@
+"""Mask parity checks: our boolean masks vs HF's (prefill, vision overlay, decode), one row per
+layer type, exact (0 differing entries); a failing row carries a diagram of where they differ."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..cpu.masks import build_decode_bool_masks, build_prefill_bool_masks
+from . import tolerances
+from .diagrams import mask_diagram
+from .hf import hf_decode_visible_positions, hf_prefill_bool_masks
+from .parity import count_row
+from .report import Row
+
+
+def _mask_rows(
+    stage: str, note: str, ours: dict[str, torch.Tensor], theirs: dict[str, torch.Tensor], valid: torch.Tensor
+) -> list[Row]:
+    """One row per layer type: differing entries of boolean masks ``(B, 1, Q, K)``; a failing row
+    carries a diagram of the first rows that differ (``valid (B, K)`` is the padding layout)."""
+    rows = []
+    for name in sorted(ours.keys() | theirs.keys()):
+        mine, reference = ours.get(name), theirs.get(name)
+        check = f"{name} {note}"
+        metric = "mismatched slots" if stage == "masks decode" else "mismatched entries"
+        if mine is None or reference is None or mine.shape != reference.shape:
+            differing = max(t.numel() for t in (mine, reference) if t is not None)  # all of it
+            rows.append(count_row(stage, check, metric, differing))
+            continue
+        diagram = mask_diagram(mine, reference, valid, f"{stage} {check}")
+        rows.append(Row(stage, check, metric, int((mine != reference).sum()), tolerances.EXACT, diagram))
+    return rows
+
+
+def prefill_mask_rows(
+    config: Any, valid: torch.Tensor, attn_implementation: str, *, mm_token_type_ids: torch.Tensor | None = None
+) -> list[Row]:
+    """Boolean prefill masks vs HF's, one row per layer type (``None`` from HF is expanded, never skipped)."""
+    ours = build_prefill_bool_masks(config, valid, mm_token_type_ids=mm_token_type_ids)
+    theirs = hf_prefill_bool_masks(
+        config, valid, attn_implementation=attn_implementation, mm_token_type_ids=mm_token_type_ids
+    )
+    stage = "masks vision" if mm_token_type_ids is not None else "masks prefill"
+    return _mask_rows(stage, attn_implementation, ours, theirs, valid)
+
+
+def decode_mask_rows(config: Any, valid: torch.Tensor, attn_implementation: str, *, unwritten: int = 4) -> list[Row]:
+    """The next token's visible absolute positions vs HF with a ``DynamicCache``, one row per layer type.
+
+    ``valid`` ``(B, P + 1)``: ``P`` cached tokens and the new one at position ``P``; the static cache
+    has ``unwritten`` more slots, which must stay invisible (HF's sliding cache keeps only the last
+    ``window - 1`` keys, so masks are compared as absolute positions).
+    """
+    batch, total = valid.shape
+    static_valid = torch.zeros(batch, total + unwritten, dtype=torch.bool)
+    static_valid[:, :total] = valid
+    ours = {name: mask[:, 0, 0] for name, mask in build_decode_bool_masks(config, static_valid, total - 1).items()}
+    theirs = hf_decode_visible_positions(config, valid, attn_implementation=attn_implementation)
+    padded = {
+        name: torch.cat((row, torch.zeros(batch, unwritten, dtype=torch.bool)), dim=1) for name, row in theirs.items()
+    }
+    ours = {name: mask[:, None, None] for name, mask in ours.items()}  # (B, 1, 1, K): one query row
+    padded = {name: mask[:, None, None] for name, mask in padded.items()}
+    return _mask_rows("masks decode", attn_implementation, ours, padded, static_valid)
