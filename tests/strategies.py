@@ -31,8 +31,9 @@ def small_text_config(
     head_dim: int = 16,
     global_head_dim: int = 32,
     bidirectional: str | None = None,
+    rope_parameters: dict | None = None,
 ) -> Gemma4TextConfig:
-    """A narrow Gemma 4 text config with the given mask/RoPE-relevant fields."""
+    """A narrow Gemma 4 text config with the given mask/RoPE-relevant fields (RoPE: E2B's by default)."""
     return Gemma4TextConfig(
         hidden_size=16,
         intermediate_size=32,
@@ -43,7 +44,7 @@ def small_text_config(
         global_head_dim=global_head_dim,
         sliding_window=sliding_window,
         layer_types=layer_types,
-        rope_parameters=E2B_ROPE_PARAMETERS,
+        rope_parameters=rope_parameters or E2B_ROPE_PARAMETERS,
         vocab_size=32,
         vocab_size_per_layer_input=32,
         hidden_size_per_layer_input=4,
@@ -57,19 +58,43 @@ WINDOW_HUGE = small_text_config(sliding_window=4096, layer_types=["sliding_atten
 
 
 CAUSAL_MODES = st.sampled_from([None, "vision"])
+E2B_ROPE = st.just(None)
+
+
+# partial_rotary_factor: the edges (0: nothing rotates, 1: every pair), E2B's 0.25, and any value
+PARTIAL_ROTARY_FACTORS = st.one_of(st.sampled_from([0.0, 0.25, 1.0]), st.floats(0.0, 1.0))
+THETAS = st.one_of(st.sampled_from([10_000.0, 1_000_000.0]), st.floats(10.0, 1e8))
 
 
 @st.composite
-def text_configs(draw, *, bidirectional=CAUSAL_MODES) -> Gemma4TextConfig:
-    """A small Gemma 4 text config: random window, head dims and layer pattern (ending in full)."""
-    num_layers = draw(st.integers(1, 6))
+def rope_parameters(draw) -> dict:
+    """Per-layer-type RoPE parameters: sliding layers default RoPE, full layers default or
+    proportional, each with its own theta; proportional with any ``partial_rotary_factor`` and
+    ``factor`` (HF's default RoPE reads neither, so the strategy puts them there too, to be ignored)."""
+    full = {
+        "rope_type": draw(st.sampled_from(["proportional", "default"])),
+        "rope_theta": draw(THETAS),
+        "partial_rotary_factor": draw(PARTIAL_ROTARY_FACTORS),
+        "factor": draw(st.one_of(st.just(1.0), st.floats(0.25, 64.0))),
+    }
+    return {"full_attention": full, "sliding_attention": {"rope_type": "default", "rope_theta": draw(THETAS)}}
+
+
+@st.composite
+def text_configs(draw, *, bidirectional=CAUSAL_MODES, rope=E2B_ROPE) -> Gemma4TextConfig:
+    """A small Gemma 4 text config: random window, head dims and layer pattern with both layer
+    types (at least one sliding layer, the last one full), so no property passes vacuously on a
+    config without the layer type it is about; ``rope`` draws the RoPE parameters (None: E2B's)."""
+    num_layers = draw(st.integers(2, 6))
     layer_types = [draw(st.sampled_from(["sliding_attention", "full_attention"])) for _ in range(num_layers - 1)]
+    layer_types[draw(st.integers(0, num_layers - 2))] = "sliding_attention"
     return small_text_config(
         sliding_window=draw(st.integers(1, 40)),
         layer_types=[*layer_types, "full_attention"],
-        head_dim=draw(st.sampled_from([8, 16, 32])),
-        global_head_dim=draw(st.sampled_from([16, 32, 64])),
+        head_dim=draw(st.sampled_from([2, 8, 16, 32])),
+        global_head_dim=draw(st.sampled_from([16, 32, 64, 128])),
         bidirectional=draw(bidirectional),
+        rope_parameters=draw(rope),
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from hypothesis import example, given
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from gemma4_static import (
@@ -17,6 +17,31 @@ from gemma4_static.cpu.rules import vision_block_ids
 from tests.strategies import WINDOW_HUGE, WINDOW_ONE, text_configs, token_types, valid_masks
 
 causal_configs = text_configs(bidirectional=st.just(None))
+ONE_VALID_TOKEN = torch.tensor([[False, False, True, False]])
+ALL_BUT_ONE_PADDED = torch.tensor([[True] + [False] * 7, [False] * 7 + [True], [True] * 8])
+
+
+def _describe(config, valid: torch.Tensor) -> None:
+    """Count what each example exercised (``--hypothesis-show-statistics``): the window against the
+    length, and the padding layout."""
+    window, length = read_text_config(config).sliding_window, valid.shape[1]
+    event("window 1" if window == 1 else "window >= length" if window >= length else "1 < window < length")
+    counts = valid.sum(dim=1)
+    if bool((counts == length).all()):
+        event("no padding")
+    if bool((counts == 1).any()):
+        event("a row with a single valid token")
+    if bool(((counts > 1) & (counts < length)).any()):
+        event("a padded row")
+
+
+def edge_cases(test):
+    """The layouts every mask property must see: window 1 and a window past any length, with a
+    single valid token and with rows that are all padding but one token."""
+    for config in (WINDOW_ONE, WINDOW_HUGE):
+        for valid in (ONE_VALID_TOKEN, ALL_BUT_ONE_PADDED):
+            test = example(config=config, valid=valid)(test)
+    return test
 
 
 def _grid(length: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -25,43 +50,45 @@ def _grid(length: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @given(causal_configs, valid_masks())
+@edge_cases
 def test_masks_are_causal(config, valid):
+    _describe(config, valid)
     q, k = _grid(valid.shape[1])
     for mask in build_prefill_bool_masks(config, valid).values():
         assert not (mask & (k > q)).any()
 
 
 @given(causal_configs, valid_masks())
-@example(config=WINDOW_ONE, valid=torch.ones(2, 9, dtype=torch.bool))
+@edge_cases
 def test_sliding_mask_stays_inside_the_window(config, valid):
+    _describe(config, valid)
     window = read_text_config(config).sliding_window
     q, k = _grid(valid.shape[1])
     masks = build_prefill_bool_masks(config, valid)
-    if "sliding_attention" in masks:
-        assert not (masks["sliding_attention"] & (k <= q - window)).any()
+    assert not (masks["sliding_attention"] & (k <= q - window)).any()
 
 
 @given(causal_configs, valid_masks())
+@edge_cases
 def test_sliding_is_a_subset_of_full(config, valid):
+    _describe(config, valid)
     masks = build_prefill_bool_masks(config, valid)
-    if "sliding_attention" in masks:
-        assert not (masks["sliding_attention"] & ~masks["full_attention"]).any()
+    assert not (masks["sliding_attention"] & ~masks["full_attention"]).any()
 
 
 @given(text_configs(), valid_masks())
+@edge_cases
 def test_padded_key_columns_are_fully_forbidden(config, valid):
+    _describe(config, valid)
     for mask in build_prefill_bool_masks(config, valid).values():
         padded_columns = mask[:, 0].transpose(1, 2)[~valid]  # (num_padded, S): who sees each padded key
         assert not padded_columns.any()
 
 
-ONE_VALID_TOKEN = torch.tensor([[False, False, True, False]])
-
-
 @given(text_configs(), valid_masks())
-@example(config=WINDOW_ONE, valid=ONE_VALID_TOKEN)
-@example(config=WINDOW_HUGE, valid=ONE_VALID_TOKEN)
+@edge_cases
 def test_every_valid_query_sees_itself(config, valid):
+    _describe(config, valid)
     for mask in build_prefill_bool_masks(config, valid).values():
         diagonal = mask[:, 0].diagonal(dim1=1, dim2=2)
         assert torch.equal(diagonal, valid)
@@ -74,12 +101,13 @@ def test_window_at_least_length_makes_sliding_equal_full(config, valid):
     if read_text_config(config).sliding_window < valid.shape[1]:
         config.sliding_window = valid.shape[1] + 1
     masks = build_prefill_bool_masks(config, valid)
-    if "sliding_attention" in masks:
-        assert torch.equal(masks["sliding_attention"], masks["full_attention"])
+    assert torch.equal(masks["sliding_attention"], masks["full_attention"])
 
 
 @given(text_configs(), valid_masks(max_batch=4))
+@edge_cases
 def test_batch_rows_are_independent(config, valid):
+    _describe(config, valid)
     batched = build_prefill_bool_masks(config, valid)
     for row in range(valid.shape[0]):
         alone = build_prefill_bool_masks(config, valid[row : row + 1])
@@ -146,8 +174,7 @@ def test_vision_blocks_are_bidirectional_inside_the_window(config, valid, data):
     masks = build_prefill_bool_masks(config, valid, mm_token_type_ids=types)
     plain = build_prefill_bool_masks(config, valid)
     assert torch.equal(masks["full_attention"], plain["full_attention"])  # full layers stay causal
-    if "sliding_attention" not in masks:
-        return
+    event("vision tokens present" if bool((types > 0).any()) else "text only")
     window = read_text_config(config).sliding_window
     sliding = masks["sliding_attention"][:, 0]
     q, k = _grid(valid.shape[1])

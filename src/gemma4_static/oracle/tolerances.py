@@ -15,9 +15,10 @@ RELATIVE = {torch.float32: 2e-5, torch.bfloat16: 5e-2}
 
 # RoPE. Both sides compute the same fp32 products position * inv_freq and the same cos/sin kernels,
 # so fp32 agrees to the last bit in practice; the bound leaves two fp32 ulps at 1.0 for a libm that
-# rounds differently. bf16 casts those fp32 values once: a one-ulp fp32 difference at a rounding
-# boundary flips at most one bf16 ulp, 2**-8 for values in [0.5, 1).
-ROPE = {torch.float32: 2.5e-7, torch.bfloat16: 2.0**-8}
+# rounds differently. bf16 and fp16 cast those fp32 values once: a one-ulp fp32 difference at a
+# rounding boundary flips at most one ulp of the target type, 2**-8 (bf16) and 2**-11 (fp16) for
+# values in [0.5, 1).
+ROPE = {torch.float32: 2.5e-7, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
 ROPE_POSITIONS = 4100  # past 4096, as long E2B contexts are used in practice
 
 # An exported graph replays the same aten ops on the same inputs: fp32 results agree to within
