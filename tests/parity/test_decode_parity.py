@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from gemma4_static.oracle import parity
+from gemma4_static.oracle.hf import hf_prefill
 from gemma4_static.oracle.report import assert_rows_pass, merge
 from gemma4_static.oracle.samples import image_prompt, text_prompt
 from gemma4_static.runtime import StaticGemma4Runtime
@@ -93,16 +94,24 @@ def test_chunked_prefill_equals_single_shot(gemma4_model, chunk, report):
     assert torch.equal(chunked.cache.lengths, single.cache.lengths)
 
 
-def test_chunked_prefill_with_an_image(tiny_model, report):
-    """The image slot fills the middle chunk exactly (its tokens attend bidirectionally inside it)."""
-    prompt = image_prompt(tiny_model.config, text_after=[5, 1], text_before=63, seed=4)
-    chunk = prompt.num_visual_tokens
-    assert prompt.visual_start_idx == chunk == 64
-    kwargs = {"visual_start_idx": 64, "num_visual_tokens": 64, "batch_size": 2, "max_seq": 3 * chunk}
+def test_chunked_prefill_with_an_image_mid_chunk_matches_hf(tiny_model, report):
+    """The image starts 10 tokens into the second chunk of 80 and ends inside it (its tokens attend
+    to each other bidirectionally, all within one chunk): logits vs HF and vs single shot, then the
+    K/V of every row and producing layer vs HF's cache of that row."""
+    prompt = image_prompt(tiny_model.config, text_after=[5, 1], text_before=89, seed=4)
+    chunk = 80
+    assert prompt.visual_start_idx == chunk + 10 and prompt.num_visual_tokens == 64
+    kwargs = {**prompt.image_slot, "batch_size": 2, "max_seq": 3 * chunk}
     single = StaticGemma4Runtime(tiny_model, **kwargs)
     chunked = StaticGemma4Runtime(tiny_model, prefill_chunk=chunk, **kwargs)
     args = (prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
-    _assert_within("chunked logits (image)", chunked.prefill(*args), single.prefill(*args), report)
+    logits = chunked.prefill(*args)
+    theirs = hf_prefill(tiny_model, prompt).logits[torch.arange(2), prompt.last_index]
+    rows = parity.logits_rows(logits, theirs, torch.float32)
+    rows += parity.kv_rows(chunked, tiny_model, prompt, torch.float32)
+    report(f"chunked prefill, image mid-chunk: logits vs HF {rows[0].value:.3g}")
+    assert_rows_pass(rows)
+    _assert_within("chunked logits (image)", logits, single.prefill(*args), report)
 
 
 def _assert_within(name, ours, theirs, report) -> None:

@@ -22,7 +22,7 @@ from gemma4_static.runtime import StaticGemma4Runtime
 from gemma4_static.stack import LayerStack
 
 FP32 = torch.float32
-pytestmark = pytest.mark.executorch  # one module, one worker (--dist loadscope): shared programs
+pytestmark = [pytest.mark.executorch, pytest.mark.xdist_group("executorch")]  # one worker: shared programs
 
 
 @pytest.fixture(scope="module")

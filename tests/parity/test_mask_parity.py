@@ -84,3 +84,29 @@ def test_a_broken_mask_fails_with_a_diagram(tiny_model):
     assert "  padding     011111111111" in message  # row 0 is left-padded by one
     # query 9 sees keys 3..9 with the window one too wide; HF's window is 4..9: they differ at key 3
     assert "      9  ...xxxxxxx..  ....xxxxxx..  ...x........" in message
+
+
+@implementations
+@pytest.mark.parametrize("padding", PADDINGS)
+def test_chunk_masks_match_hf_rows(gemma4_model, padding, attn_implementation):
+    """Each chunk's masks over the slots written so far equal the rows of HF's single-shot mask at
+    the chunk's positions, for chunks shorter than, equal to and longer than the window."""
+    config = gemma4_model.config
+    window = read_text_config(config).sliding_window
+    length = sequence_length("above", window)
+    valid = valid_mask(padding, 3, length)
+    for chunk in sorted({1, window - 1, window, window + 1, 2 * window + 1} - {0}):
+        assert_rows_pass(
+            parity_masks.chunk_mask_rows(config, valid, chunk, attn_implementation), context=f"chunk {chunk}"
+        )
+
+
+@implementations
+def test_chunk_masks_with_an_image_mid_chunk_match_hf_rows(tiny_model, attn_implementation):
+    """The image block starts inside a chunk and ends inside the same chunk (window 6, chunk 16)."""
+    valid = valid_mask("right", 2, 48)
+    types = torch.zeros(2, 48, dtype=torch.long)
+    types[0, 19:29] = 1  # chunk [16, 32), the image from offset 3 to 13
+    types[1, 34:47] = 1  # chunk [32, 48), longer than the window
+    rows = parity_masks.chunk_mask_rows(tiny_model.config, valid, 16, attn_implementation, mm_token_type_ids=types)
+    assert_rows_pass(rows)

@@ -37,9 +37,10 @@ def _window(model) -> int:
 
 
 def _text_case(model, batch: int):
-    """A prompt longer than two windows (E2B: 1027 > 512) in row 0; rows 1, 2 ragged, right-padded."""
+    """A prompt longer than two windows (E2B: 1027 > 512) in row 0; row 1 shorter than the window,
+    row 2 a few tokens shorter than row 0 (ragged, right-padded)."""
     longest = 2 * _window(model) + 3
-    lengths = [longest, longest - 7, _window(model) // 2][:batch]
+    lengths = [longest, _window(model) // 2, longest - 7][:batch]
     prompt = text_prompt(model.config, lengths)
     return prompt, StaticGemma4Runtime(model, max_seq=longest + 5, batch_size=batch)
 
@@ -104,7 +105,7 @@ def _compare_prefill(model, runtime, outputs, hf, prompt, report, label: str) ->
     _check(parity.logits_rows(outputs.logits, theirs, FP32), report, f"last-token logits{label}")
 
 
-@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("batch", [1, 2])
 def test_text_prefill_matches_hf(gemma4_model, batch, report):
     prompt, runtime = _text_case(gemma4_model, batch)
     inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)

@@ -51,11 +51,14 @@ def test_generation_across_many_wraps_with_an_image_matches_hf(tiny_model, repor
     assert_rows_pass(rows)
 
 
-@pytest.mark.parametrize("chunk", [4, WINDOW, 16], ids=["chunk<W", "chunk=W", "chunk>W"])
+@pytest.mark.parametrize(
+    "chunk", [4, WINDOW - 1, WINDOW, WINDOW + 1, 16], ids=["chunk<W", "chunk=W-1", "chunk=W", "chunk=W+1", "chunk>W"]
+)
 def test_chunked_ring_prefill_matches_single_shot_and_hf(tiny_model, chunk, report):
     prompt = text_prompt(tiny_model.config, [37, 16, 3], seed=6)
-    single = StaticGemma4Runtime(tiny_model, max_seq=48, batch_size=3)
-    chunked = StaticGemma4Runtime(tiny_model, max_seq=48, batch_size=3, prefill_chunk=chunk)
+    max_seq = -(-48 // chunk) * chunk  # the chunks tile the static length
+    single = StaticGemma4Runtime(tiny_model, max_seq=max_seq, batch_size=3)
+    chunked = StaticGemma4Runtime(tiny_model, max_seq=max_seq, batch_size=3, prefill_chunk=chunk)
     theirs = hf_prefill(tiny_model, prompt).logits[torch.arange(3), prompt.last_index]
     ours = chunked.prefill(prompt.input_ids, prompt.attention_mask)
     rows = parity.logits_rows(ours, theirs, FP32)
@@ -65,10 +68,11 @@ def test_chunked_ring_prefill_matches_single_shot_and_hf(tiny_model, chunk, repo
         )
     )
     rows += parity.cache_rows("chunked prefill", chunked.cache, single.cache)  # the same ring, slot by slot
+    rows += parity.kv_rows(chunked, tiny_model, prompt, FP32)  # every row's K/V vs HF's cache of that row
     report(f"ring chunk {chunk}: logits vs HF {rows[0].value:.3g}")
     assert_rows_pass(rows)
     # then decode on: the chunked ring keeps working
-    tokens = _tokens(3, 48 - 37)  # to the last slot, past another wrap
+    tokens = _tokens(3, max_seq - 37)  # to the last slot, past another wrap
     assert_rows_pass(parity.decode_rows(tiny_model, chunked, prompt, tokens, FP32))
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ..cpu.masks import build_decode_bool_masks, build_prefill_bool_masks
+from ..cpu.masks import build_chunk_bool_masks, build_decode_bool_masks, build_prefill_bool_masks
 from . import tolerances
 from .diagrams import mask_diagram
 from .hf import hf_decode_visible_positions, hf_prefill_bool_masks
@@ -64,3 +64,37 @@ def decode_mask_rows(config: Any, valid: torch.Tensor, attn_implementation: str,
     ours = {name: mask[:, None, None] for name, mask in ours.items()}  # (B, 1, 1, K): one query row
     padded = {name: mask[:, None, None] for name, mask in padded.items()}
     return _mask_rows("masks decode", attn_implementation, ours, padded, static_valid)
+
+
+def chunk_mask_rows(
+    config: Any,
+    valid: torch.Tensor,
+    chunk: int,
+    attn_implementation: str,
+    *,
+    mm_token_type_ids: torch.Tensor | None = None,
+) -> list[Row]:
+    """Chunked-prefill masks vs the rows of HF's single-shot prefill mask, one row per layer type.
+
+    ``valid (B, S)`` is split into chunks of ``chunk`` queries; after chunk ``[s, s + chunk)`` the
+    cache holds the valid slots ``< s + chunk``, and ``build_chunk_bool_masks`` over them must equal
+    HF's mask rows ``s .. s + chunk`` on those keys (a causal row never sees a later chunk; a vision
+    block is kept inside one chunk by the layout)."""
+    batch, length = valid.shape
+    theirs = hf_prefill_bool_masks(
+        config, valid, attn_implementation=attn_implementation, mm_token_type_ids=mm_token_type_ids
+    )
+    ours_rows: dict[str, list[torch.Tensor]] = {}
+    their_rows: dict[str, list[torch.Tensor]] = {}
+    for start in range(0, length, chunk):
+        end = min(start + chunk, length)
+        written = valid & (torch.arange(length) < end)
+        positions = torch.arange(start, end).expand(batch, -1)
+        ours = build_chunk_bool_masks(config, written, positions, mm_token_type_ids=mm_token_type_ids)
+        for name, mask in ours.items():
+            ours_rows.setdefault(name, []).append(mask)
+            their_rows.setdefault(name, []).append(theirs[name][:, :, start:end] & written[:, None, None, :])
+    ours_all = {name: torch.cat(rows, dim=2) for name, rows in ours_rows.items()}
+    theirs_all = {name: torch.cat(rows, dim=2) for name, rows in their_rows.items()}
+    stage = "masks chunk"
+    return _mask_rows(stage, f"{attn_implementation}, chunks of {chunk}", ours_all, theirs_all, valid)

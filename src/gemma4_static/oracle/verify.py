@@ -3,75 +3,20 @@ into report rows (stage, check, metric, value, tolerance, PASS/FAIL)."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ..export import stage_cases
-from ..runtime import PrefillOutputs, StaticGemma4Runtime
 from ..spec import read_text_config
 from . import parity, parity_masks, parity_vision, tolerances
-from .hf import ATTN_IMPLEMENTATIONS, hf_prefill
+from .hf import ATTN_IMPLEMENTATIONS
 from .layouts import LENGTHS, PADDINGS, sequence_length, valid_mask
 from .report import Row, merge
-from .samples import Prompt, image_prompt, text_prompt
+from .session import Session, open_session
 
 LAYER_GROUP = 5  # report decoder layers in groups of one 4:1 period
-
-
-@dataclass
-class Session:
-    """Everything the stage checks share: the model, the sample prompt, the runtime, and the
-    prefill outputs of both sides (computed once)."""
-
-    model: Any
-    dtype: torch.dtype
-    steps: int
-    prompt: Prompt
-    runtime: StaticGemma4Runtime
-    ours: PrefillOutputs
-    theirs: Any
-
-    @property
-    def config(self) -> Any:
-        return self.model.config
-
-    @property
-    def window(self) -> int:
-        return read_text_config(self.config).sliding_window
-
-
-def open_session(
-    model: Any,
-    *,
-    dtype: torch.dtype = torch.float32,
-    max_seq: int | None = None,
-    steps: int | None = None,
-    backend: str = "torch",
-) -> Session:
-    """Prepare a verification run: a ragged batch-2 sample prompt (with one image per row on a
-    multimodal model), a runtime sized for it plus ``steps`` decode steps, and both prefills."""
-    if dtype not in tolerances.RELATIVE:
-        raise ValueError(f"dtype must be one of {list(tolerances.RELATIVE)}, got {dtype}")
-    model = model if dtype == torch.float32 else copy.deepcopy(model).to(dtype)
-    window = read_text_config(model.config).sliding_window
-    steps = steps if steps is not None else min(2 * window + 3, 24)
-    if getattr(model.model, "vision_tower", None) is not None:
-        prompt = image_prompt(model.config, text_after=[6, 2])
-    else:
-        prompt = text_prompt(model.config, [window + 3, window // 2])
-    needed = prompt.input_ids.shape[1] + steps + 1
-    max_seq = needed if max_seq is None else max_seq
-    if max_seq < needed:
-        raise ValueError(f"max_seq must be at least {needed} for this prompt and {steps} steps, got {max_seq}")
-    batch = prompt.input_ids.shape[0]
-    runtime = StaticGemma4Runtime(model, max_seq=max_seq, batch_size=batch, backend=backend, **prompt.image_slot)
-    inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
-    ours = runtime.prefill_outputs(inputs, prompt.pixel_values, prompt.image_position_ids, keep_intermediates=True)
-    return Session(model, dtype, steps, prompt, runtime, ours, hf_prefill(model, prompt))
 
 
 def input_rows(session: Session) -> Iterator[Row]:
@@ -136,6 +81,21 @@ def decode_mask_rows(session: Session) -> Iterator[Row]:
             )
         ]
         yield from _merged_by_check(rows, lambda row: f"{row.check} (positions {positions})")
+
+
+def chunk_mask_rows(session: Session) -> Iterator[Row]:
+    """Chunked-prefill masks vs the rows of HF's single-shot mask, chunks around the window."""
+    window = session.window
+    chunks = sorted({max(1, window - 1), window, window + 1})
+    valid = valid_mask("right", 3, sequence_length("above", window))
+    for attn_implementation in ATTN_IMPLEMENTATIONS:
+        rows = [
+            row
+            for chunk in chunks
+            for row in parity_masks.chunk_mask_rows(session.config, valid, chunk, attn_implementation)
+        ]
+        label = f"{attn_implementation}, chunks of {chunks}"
+        yield from _merged_by_check(rows, lambda row, label=label: f"{row.check.split()[0]} {label}")
 
 
 def vision_mask_rows(session: Session) -> Iterator[Row]:
@@ -207,6 +167,7 @@ CHECKS: dict[str, Callable[[Session], Iterator[Row]]] = {
     "inputs": input_rows,
     "prefill-masks": prefill_mask_rows,
     "decode-masks": decode_mask_rows,
+    "chunk-masks": chunk_mask_rows,
     "vision-masks": vision_mask_rows,
     "rope": rope_rows,
     "layers": layer_rows,
