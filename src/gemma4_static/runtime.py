@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from .cpu.cache import StaticKVCache
+from .cpu.checks import mask_fill_value
 from .cpu.inputs import (
     StaticInputs,
     StaticLayout,
@@ -55,8 +56,10 @@ class StaticGemma4Runtime:
     (``backend="torch"``) or their ExecuTorch programs (``backend="executorch"``), same glue. With
     ``prefill_chunk`` the prompt is prefilled in fixed chunks of that many tokens over the cache.
     An image slot (``visual_start_idx``, ``num_visual_tokens``) takes images processed at
-    ``vision_profile`` soft tokens (default: the smallest profile that holds the slot). After a
-    prefill, :meth:`decode_one` advances every row by one token at its own position.
+    ``vision_profile`` soft tokens (default: the smallest profile that holds the slot). Forbidden
+    keys get the additive ``mask_value`` (default per dtype: ``finfo.min`` for fp32 and bf16, -30000
+    for fp16, see :func:`~gemma4_static.cpu.checks.default_mask_value`). After a prefill,
+    :meth:`decode_one` advances every row by one token at its own position.
     """
 
     def __init__(
@@ -71,8 +74,10 @@ class StaticGemma4Runtime:
         vision_profile: int | None = None,
         sliding_cache: str = "ring",
         backend: str = "torch",
+        mask_value: float | None = None,
     ) -> None:
         self.spec, weights = read_model(model)
+        self.mask_value = mask_fill_value(mask_value, self.spec.dtype)
         if vision_profile is None and isinstance(num_visual_tokens, int):
             vision_profile = smallest_profile(num_visual_tokens)
         slot = (visual_start_idx, num_visual_tokens)
@@ -81,7 +86,7 @@ class StaticGemma4Runtime:
             raise ValueError("an image slot (visual_start_idx, num_visual_tokens) needs a model with a vision tower")
         self.modules = build_stages(self.spec, weights, image_slot=slot if self.layout.has_image_slot else None)
         self.stages = backend_stages(self.modules, backend)
-        self.stack = LayerStack(self.spec, self.stages.layers, self.layout)
+        self.stack = LayerStack(self.spec, self.stages.layers, self.layout, self.mask_value)
         self.prefilled = False
 
     def reset(self) -> None:
@@ -133,7 +138,11 @@ class StaticGemma4Runtime:
         soft_tokens = None
         if check_image_inputs(pixel_values, image_position_ids, self.layout, vision=self.spec.vision):
             vision = build_vision_inputs(
-                self.spec.vision, image_position_ids, profile=self.layout.vision_profile, dtype=self.spec.dtype
+                self.spec.vision,
+                image_position_ids,
+                profile=self.layout.vision_profile,
+                dtype=self.spec.dtype,
+                mask_value=self.mask_value,
             )
             check_soft_tokens(vision.soft_tokens, self.layout)
             soft_tokens = stages.vision(pixel_values, *vision.stage_args())[:, : self.layout.num_visual_tokens]

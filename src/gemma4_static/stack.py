@@ -23,7 +23,7 @@ class LayerStack:
     """The decoder layers of one model at one static layout, with the mask table, RoPE tables and
     KV cache they read. Arguments come from the runtime itself and are not re-validated."""
 
-    def __init__(self, spec: ModelSpec, layers: tuple[DecoderLayer, ...], layout: StaticLayout) -> None:
+    def __init__(self, spec: ModelSpec, layers: tuple[DecoderLayer, ...], layout: StaticLayout, fill: float) -> None:
         self.spec, self.layers, self.layout = spec, layers, layout
         self.mask_table = mask_table(spec.text, layout.max_seq)
         self.rope = RopeTables(spec.text, layout.max_seq)
@@ -36,7 +36,7 @@ class LayerStack:
         )
         reusing = [index for index, source in enumerate(self.cache.sources) if source != index]
         self.first_reusing_layer = reusing[0] if reusing else len(layers)
-        self.fill = torch.finfo(spec.dtype).min
+        self.fill = fill  # the additive mask value of forbidden keys
 
     def own_masks(self, valid: torch.Tensor, blocks: torch.Tensor | None) -> dict[str, torch.Tensor]:
         """Single-shot prefill masks ``{layer_type: (B, 1, S, S)}`` over the ``valid (B, S)`` tokens."""

@@ -13,6 +13,7 @@ from gemma4_static import (
     build_prefill_masks,
     read_text_config,
 )
+from gemma4_static.cpu.checks import default_mask_value
 from gemma4_static.cpu.rules import vision_block_ids
 from tests.strategies import WINDOW_HUGE, WINDOW_ONE, text_configs, token_types, valid_masks
 
@@ -151,7 +152,7 @@ def test_decode_rows_at_different_positions(config, valid, data):
 def test_additive_and_boolean_forms_agree(config, valid, dtype, mask_value):
     boolean = build_prefill_bool_masks(config, valid)
     additive = build_prefill_masks(config, valid, dtype=dtype, mask_value=mask_value)
-    fill = torch.finfo(dtype).min if mask_value is None else mask_value
+    fill = default_mask_value(dtype) if mask_value is None else mask_value
     for name, mask in additive.items():
         assert mask.dtype == dtype
         assert torch.equal(mask == 0, boolean[name])

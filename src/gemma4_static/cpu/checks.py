@@ -35,10 +35,22 @@ def valid_token_mask(mask: Any, name: str = "attention_mask") -> torch.Tensor:
     return mask.bool()
 
 
+# fp32 and bf16 (fp32's exponent range): finfo.min as HF uses, any score added stays finite. fp16:
+# finfo.min (-65504) plus a score below -16 overflows to -inf in fp16 arithmetic (an NPU adder), and
+# a fully masked row of -inf is NaN; -30000 leaves 35000 of headroom and still zeroes every masked
+# weight (exp(-30000 + any score of a normed q.k) underflows in every dtype).
+FP16_MASK_VALUE = -30000.0
+
+
+def default_mask_value(dtype: torch.dtype) -> float:
+    """The additive value for forbidden positions in ``dtype`` when none is given."""
+    return FP16_MASK_VALUE if dtype == torch.float16 else torch.finfo(dtype).min
+
+
 def mask_fill_value(mask_value: float | None, dtype: torch.dtype) -> float:
-    """The additive value for forbidden positions: ``torch.finfo(dtype).min`` unless given."""
+    """The additive value for forbidden positions: :func:`default_mask_value` unless given."""
     if mask_value is None:
-        return torch.finfo(dtype).min
+        return default_mask_value(dtype)
     if not isinstance(mask_value, int | float) or isinstance(mask_value, bool):
         raise TypeError(f"mask_value must be a number or None, got {type(mask_value).__name__}")
     if not mask_value < 0:

@@ -5,7 +5,7 @@ once over a ``(size, size)`` grid of query positions and key slots (:class:`Mask
 of any set of queries is rows of that table, as gpt-fast slices its precomputed causal mask. Key
 padding is applied on columns only (padded query rows keep their pattern and are discarded
 downstream), exactly as HF's ``masking_utils`` does. Boolean masks use ``True`` = allowed;
-additive masks use ``0.0`` = allowed and ``mask_value`` (default ``torch.finfo(dtype).min``) =
+additive masks use ``0.0`` = allowed and ``mask_value`` (default per dtype, ``default_mask_value``) =
 forbidden.
 
 Rules per layer type:
