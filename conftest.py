@@ -58,6 +58,7 @@ OPT_IN_LANES = {
         "the fault self-test: each catalogued porting bug injected, verify must catch it",
     ),
     "--gemma4-executorch": ("executorch", "the ExecuTorch lane: every stage lowered with XNNPACK, about 2.5 min"),
+    "--gemma4-numerics": ("numerics", "the E2B geometry's bf16 and fp16 profiles against HF in float64, about 40 s"),
 }
 
 

@@ -68,7 +68,18 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"static length, at most {MAX_SEQ_LIMIT} (default: the sample prompt + steps + 1)",
     )
-    verify.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32", help="model and runtime dtype")
+    verify.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16", "float16"),
+        default="float32",
+        help="the profile: float32 is checked against HF float32; bfloat16/float16 against HF float64, gated",
+    )
+    verify.add_argument(
+        "--mask-value",
+        type=float,
+        metavar="V",
+        help="additive value of forbidden keys (default per dtype: finfo.min, -30000 for float16)",
+    )
     verify.add_argument(
         "--steps",
         type=_bounded(1, STEPS_LIMIT),
@@ -198,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             steps=args.steps,
             export=not args.no_export,
             backend=args.backend,
+            mask_value=args.mask_value,
             checks=checks,
             on_row=show,
         )
@@ -205,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gemma4-static verify: {error}", file=sys.stderr)
         return 2
     failed = [row for row in rows if not row.passed]
+    overflowing = [row for row in failed if row.stage == "overflow"]
+    if overflowing:
+        print(f"verify: first overflow in {args.dtype}: {overflowing[0].check}")
     elapsed = time.perf_counter() - started
     print(f"verify: {len(rows) - len(failed)} rows PASS, {len(failed)} FAIL ({elapsed:.1f} s)")
     if args.json is not None:

@@ -32,9 +32,8 @@ from .stack import LayerStack
 
 @dataclass(frozen=True)
 class PrefillOutputs:
-    """Everything a prefill computed: ``logits (B, vocab)`` at each row's last valid token; with
-    ``keep_intermediates``, the stage outputs for debugging (``hidden_states``: the embeddings and
-    each layer's output, ``(B, max_seq, H)`` each)."""
+    """A prefill's ``logits (B, vocab)`` at each row's last valid token and, with ``keep_intermediates``,
+    its stage outputs (``hidden_states``: the embeddings and each layer's output, ``(B, max_seq, H)``)."""
 
     logits: torch.Tensor
     inputs: StaticInputs
@@ -49,17 +48,14 @@ class StaticGemma4Runtime:
     (``Gemma4ForConditionalGeneration`` or ``Gemma4ForCausalLM``) with batch ``batch_size``, every
     row right-padded to ``max_seq``.
 
-    The stages run over a :class:`~gemma4_static.stack.LayerStack` (masks and RoPE sliced from
-    tables built once, K/V of producing layers in a static cache that layers reusing K/V read;
+    The stages run over a :class:`~gemma4_static.stack.LayerStack` (masks, RoPE, the static cache;
     ``sliding_cache="ring"`` keeps ``sliding_window`` slots for sliding layers, ``"full"`` ``max_seq``).
     ``modules`` are the PyTorch stages (what export reads); ``stages`` are what runs: the modules
-    (``backend="torch"``) or their ExecuTorch programs (``backend="executorch"``), same glue. With
-    ``prefill_chunk`` the prompt is prefilled in fixed chunks of that many tokens over the cache.
+    (``backend="torch"``) or their ExecuTorch programs. ``prefill_chunk``: prefill in fixed chunks.
     An image slot (``visual_start_idx``, ``num_visual_tokens``) takes images processed at
     ``vision_profile`` soft tokens (default: the smallest profile that holds the slot). Forbidden
-    keys get the additive ``mask_value`` (default per dtype: ``finfo.min`` for fp32 and bf16, -30000
-    for fp16, see :func:`~gemma4_static.cpu.checks.default_mask_value`). After a prefill,
-    :meth:`decode_one` advances every row by one token at its own position.
+    keys get the additive ``mask_value`` (default per dtype: :func:`~gemma4_static.cpu.checks.default_mask_value`).
+    After a prefill, :meth:`decode_one` advances every row by one token at its own position.
     """
 
     def __init__(

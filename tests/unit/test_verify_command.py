@@ -47,15 +47,27 @@ def test_verify_passes_on_the_default_model_and_writes_json(tmp_path, capsys):
         "masks chunk",
         "masks vision",
         "RoPE",
+        "mask value",
         "decoder layers",
         "KV cache",
         "prefill logits",
         "decode steps",
         "generation",
+        "overflow",
         "export round-trip",
     }
     for row in report["rows"]:
-        assert set(row) == {"stage", "check", "metric", "value", "tolerance", "status", "detail"}
+        assert set(row) == {
+            "stage",
+            "check",
+            "metric",
+            "value",
+            "tolerance",
+            "status",
+            "detail",
+            "higher_is_better",
+            "hf",
+        }
         assert row["status"] == "PASS" and row["value"] <= row["tolerance"] and row["detail"] == ""
 
 
@@ -73,12 +85,24 @@ def test_rope_off_by_one_position_fails_its_rows(monkeypatch, capsys, tmp_path):
     assert len(marked) == 1 and marked[0].startswith("FAIL  RoPE")  # the first failing row, and only it
 
 
-def test_bfloat16_without_export(tmp_path):
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_low_precision_profiles_report_metrics_against_float64(dtype, tmp_path):
     report_path = tmp_path / "report.json"
-    assert cli.main(["verify", "--dtype", "bfloat16", "--no-export", "--steps", "4", "--json", str(report_path)]) == 0
-    stages = {row["stage"] for row in json.loads(report_path.read_text())["rows"]}
-    assert "export round-trip" not in stages and "generation" not in stages  # greedy ties may flip in bf16
-    assert "decode steps" in stages
+    argv = ["verify", "--dtype", dtype, "--no-export", "--steps", "4", "--json", str(report_path)]
+    assert cli.main(argv) == 0
+    rows = json.loads(report_path.read_text())["rows"]
+    metrics = {row["metric"] for row in rows if row["stage"] == "prefill logits"}
+    assert metrics == {"SQNR dB", "cosine", "max abs error", "PEIR", "top-1 agreement", "top-5 agreement"}
+    sqnr = [row for row in rows if row["metric"] == "SQNR dB"]
+    assert sqnr and all(row["higher_is_better"] and row["hf"] is not None for row in sqnr)
+    assert {"mask value", "overflow", "generation"} <= {row["stage"] for row in rows}
+
+
+def test_mask_value_option_reaches_the_runtime(tmp_path, capsys):
+    assert cli.main(["verify", "--no-export", "--without", "decode", "--mask-value", "-1"]) == 1
+    assert "FAIL  mask value" in capsys.readouterr().out
+    assert cli.main(["verify", "--no-export", "--mask-value", "2"]) == 2
+    assert "mask_value must be negative" in capsys.readouterr().err
 
 
 def test_too_small_max_seq_is_a_clear_error(capsys):

@@ -11,8 +11,10 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Row:
-    """One report line: ``value`` is compared against ``tolerance`` (``value <= tolerance`` passes);
-    ``detail`` says more about a failure (e.g. a mask diagram), ``""`` when there is nothing to add."""
+    """One report line: ``value`` is compared against ``tolerance`` (``value <= tolerance`` passes,
+    or ``>=`` for a ``higher_is_better`` metric such as SQNR; NaN never passes). ``detail`` says more
+    about a failure (e.g. a mask diagram); ``hf`` is HF's own value of the metric in the same dtype
+    (against the same float64 reference), so a reader sees who is closer to the truth."""
 
     stage: str
     check: str
@@ -20,10 +22,12 @@ class Row:
     value: float
     tolerance: float
     detail: str = ""
+    higher_is_better: bool = False
+    hf: float | None = None
 
     @property
     def passed(self) -> bool:
-        return self.value <= self.tolerance
+        return self.value >= self.tolerance if self.higher_is_better else self.value <= self.tolerance
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "status": "PASS" if self.passed else "FAIL"}
@@ -39,13 +43,18 @@ def merge(rows: Iterable[Row], stage: str, check: str) -> Row:
         check, detail = f"{check} [first: {failed[0].check}]", failed[0].detail
     else:
         detail = ""
-    if all(row.tolerance == 0 for row in rows):
+    if all(row.tolerance == 0 and not row.higher_is_better for row in rows):
         return Row(stage, check, rows[0].metric, sum(row.value for row in rows), 0.0, detail)
     worst = max(rows, key=_badness)
-    return Row(stage, check, worst.metric, worst.value, worst.tolerance, detail)
+    return Row(stage, check, worst.metric, worst.value, worst.tolerance, detail, worst.higher_is_better, worst.hf)
 
 
 def _badness(row: Row) -> float:
+    """How close to failing (larger is worse), comparable among rows of one metric."""
+    if row.value != row.value:  # NaN
+        return float("inf")
+    if row.higher_is_better:
+        return -row.value
     if row.tolerance:
         return row.value / row.tolerance
     return float("inf") if row.value > 0 else 0.0
@@ -63,7 +72,10 @@ def assert_rows_pass(rows: Iterable[Row], *, context: str = "") -> None:
 
 def format_row(row: Row) -> str:
     status = "PASS" if row.passed else "FAIL"
-    line = f"{status}  {row.stage:<17} {row.check:<58} {row.metric} = {row.value:.3g} (tolerance {row.tolerance:.3g})"
+    bound = f"gate >= {row.tolerance:.4g}" if row.higher_is_better else f"tolerance {row.tolerance:.3g}"
+    if row.hf is not None:
+        bound = f"HF {row.hf:.4g}; {bound}"
+    line = f"{status}  {row.stage:<17} {row.check:<58} {row.metric} = {row.value:.4g} ({bound})"
     return f"{line}\n{row.detail}" if row.detail and not row.passed else line
 
 

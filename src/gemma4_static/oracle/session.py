@@ -4,22 +4,26 @@ once and shared by every check group of :mod:`.verify`."""
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from ..runtime import PrefillOutputs, StaticGemma4Runtime
 from ..spec import read_text_config
-from . import tolerances
+from .gates import GATES
 from .hf import hf_prefill
+from .overflow import recorded_ranges
 from .samples import Prompt, image_prompt, text_prompt
+
+PROFILES = (torch.float32, *GATES)  # float32 is checked against HF float32, the others against float64
 
 
 @dataclass
 class Session:
-    """Everything the stage checks share: the model, the sample prompt, the runtime, and the
-    prefill outputs of both sides (computed once)."""
+    """Everything the stage checks share: the model (in the profile's dtype), the sample prompt, the
+    runtime, the prefill outputs of both sides (computed once); for a low-precision profile also HF
+    in float64 and its prefill (the reference). ``ranges`` collects the overflow report."""
 
     model: Any
     dtype: torch.dtype
@@ -28,6 +32,9 @@ class Session:
     runtime: StaticGemma4Runtime
     ours: PrefillOutputs
     theirs: Any
+    reference_model: Any = None
+    reference: Any = None
+    ranges: dict[str, float] = field(default_factory=dict)
 
     @property
     def config(self) -> Any:
@@ -45,11 +52,14 @@ def open_session(
     max_seq: int | None = None,
     steps: int | None = None,
     backend: str = "torch",
+    mask_value: float | None = None,
 ) -> Session:
     """Prepare a verification run: a ragged batch-2 sample prompt (with one image per row on a
-    multimodal model), a runtime sized for it plus ``steps`` decode steps, and both prefills."""
-    if dtype not in tolerances.RELATIVE:
-        raise ValueError(f"dtype must be one of {list(tolerances.RELATIVE)}, got {dtype}")
+    multimodal model), a runtime sized for it plus ``steps`` decode steps (forbidden keys at
+    ``mask_value``, default per dtype), and both prefills."""
+    if dtype not in PROFILES:
+        raise ValueError(f"dtype must be one of {list(PROFILES)}, got {dtype}")
+    reference_model = None if dtype == torch.float32 else copy.deepcopy(model).double()
     model = model if dtype == torch.float32 else copy.deepcopy(model).to(dtype)
     window = read_text_config(model.config).sliding_window
     steps = steps if steps is not None else min(2 * window + 3, 24)
@@ -62,7 +72,14 @@ def open_session(
     if max_seq < needed:
         raise ValueError(f"max_seq must be at least {needed} for this prompt and {steps} steps, got {max_seq}")
     batch = prompt.input_ids.shape[0]
-    runtime = StaticGemma4Runtime(model, max_seq=max_seq, batch_size=batch, backend=backend, **prompt.image_slot)
+    runtime = StaticGemma4Runtime(
+        model, max_seq=max_seq, batch_size=batch, backend=backend, mask_value=mask_value, **prompt.image_slot
+    )
     inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
-    ours = runtime.prefill_outputs(inputs, prompt.pixel_values, prompt.image_position_ids, keep_intermediates=True)
-    return Session(model, dtype, steps, prompt, runtime, ours, hf_prefill(model, prompt))
+    ranges: dict[str, float] = {}
+    with recorded_ranges(runtime, ranges):
+        ours = runtime.prefill_outputs(inputs, prompt.pixel_values, prompt.image_position_ids, keep_intermediates=True)
+    reference = None if reference_model is None else hf_prefill(reference_model, prompt)
+    return Session(
+        model, dtype, steps, prompt, runtime, ours, hf_prefill(model, prompt), reference_model, reference, ranges
+    )

@@ -10,9 +10,10 @@ import torch
 
 from ..export import stage_cases
 from ..spec import read_text_config
-from . import parity, parity_masks, parity_vision, tolerances
+from . import overflow, parity, parity_masks, parity_numerics, parity_vision, tolerances, verify_numerics
 from .hf import ATTN_IMPLEMENTATIONS
 from .layouts import LENGTHS, PADDINGS, sequence_length, valid_mask
+from .overflow import recorded_ranges
 from .report import Row, merge
 from .session import Session, open_session
 
@@ -21,6 +22,9 @@ LAYER_GROUP = 5  # report decoder layers in groups of one 4:1 period
 
 def input_rows(session: Session) -> Iterator[Row]:
     """Static inputs, token embedding, PLE, vision prefill and fusion vs what HF computes."""
+    if session.dtype != torch.float32:
+        yield from verify_numerics.input_rows(session)
+        return
     ours = session.ours
     yield parity.static_input_row(session.prompt, ours, session.runtime.spec)
     yield parity.embedding_row(session.model, session.runtime, ours.inputs.input_ids)
@@ -122,6 +126,9 @@ def rope_rows(session: Session) -> Iterator[Row]:
 
 def layer_rows(session: Session) -> Iterator[Row]:
     """Every decoder layer's output (grouped), every producing layer's K/V and the prefill logits."""
+    if session.dtype != torch.float32:
+        yield from verify_numerics.layer_rows(session)
+        return
     valid = session.prompt.attention_mask.bool()
     layers = parity.hidden_state_rows(session.model, session.ours, session.theirs, valid, session.dtype)[1:]
     for start in range(0, len(layers), LAYER_GROUP):
@@ -141,13 +148,25 @@ def decode_rows(session: Session) -> Iterator[Row]:
     batch = prompt.input_ids.shape[0]
     vocab = runtime.spec.vocab_size
     tokens = torch.randint(3, min(vocab, 400), (batch, steps), generator=torch.Generator().manual_seed(1))
-    rows = parity.decode_rows(session.model, runtime, prompt, tokens, session.dtype)
+    if session.dtype != torch.float32:
+        yield from verify_numerics.decode_rows(session, tokens)
+        return
+    with recorded_ranges(runtime, session.ranges):
+        rows = parity.decode_rows(session.model, runtime, prompt, tokens, session.dtype)
+        generated = parity.generation_rows(session.model, runtime, prompt, max_new_tokens=steps)
     logits = [row for row in rows if row.check.endswith("logits")]
     yield merge(logits, "decode steps", f"{batch} rows x {steps} steps, logits")
-    if session.dtype != torch.float32:
-        return  # greedy ties may flip legitimately at bf16 precision
-    generated = parity.generation_rows(session.model, runtime, prompt, max_new_tokens=steps)
     yield merge(generated, "generation", f"{batch} rows x {steps} greedy tokens vs HF generate")
+
+
+def mask_value_rows(session: Session) -> Iterator[Row]:
+    """The runtime's additive mask value against the score range its layers can produce."""
+    yield from parity_numerics.mask_value_rows(session.runtime)
+
+
+def overflow_rows(session: Session) -> Iterator[Row]:
+    """The largest activation of every stage and layer over the prefill and decode, with headroom."""
+    yield from overflow.overflow_rows(session.ranges, session.dtype)
 
 
 def export_rows(session: Session) -> Iterator[Row]:
@@ -170,8 +189,10 @@ CHECKS: dict[str, Callable[[Session], Iterator[Row]]] = {
     "chunk-masks": chunk_mask_rows,
     "vision-masks": vision_mask_rows,
     "rope": rope_rows,
+    "mask-value": mask_value_rows,
     "layers": layer_rows,
     "decode": decode_rows,
+    "overflow": overflow_rows,
     "export": export_rows,
 }
 
@@ -185,15 +206,17 @@ def run_verification(
     steps: int | None = None,
     export: bool = True,
     backend: str = "torch",
+    mask_value: float | None = None,
     checks: tuple[str, ...] = tuple(CHECKS),
     on_row: Callable[[Row], None] = lambda row: None,
 ) -> list[Row]:
     """Run the ``checks`` (names of :data:`CHECKS`; ``export`` only with ``export=True``) on ``model``
-    (an HF Gemma 4 model) with the runtime on ``backend``; ``on_row`` sees each row as it finishes."""
+    (an HF Gemma 4 model) in the profile ``dtype`` with the runtime on ``backend`` (forbidden keys
+    at ``mask_value``, default per dtype); ``on_row`` sees each row as it finishes."""
     unknown = sorted(set(checks) - set(CHECKS))
     if unknown:
         raise ValueError(f"checks has unknown names {unknown}; expected some of {list(CHECKS)}")
-    session = open_session(model, dtype=dtype, max_seq=max_seq, steps=steps, backend=backend)
+    session = open_session(model, dtype=dtype, max_seq=max_seq, steps=steps, backend=backend, mask_value=mask_value)
     rows = []
     for name, stage in CHECKS.items():
         if name not in checks or (name == "export" and not export):

@@ -1,0 +1,148 @@
+"""The low-precision profiles (bf16, fp16) against HF in float64, gated per profile
+(``oracle/gates.py`` says how each threshold was derived); a wrong mask value and a RoPE shift fail
+the gates; no NaN or inf for the default mask values over padding layouts; the overflow report
+names the first stage that overflows."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from hypothesis import event, example, given
+from hypothesis import strategies as st
+
+from gemma4_static import cli
+from gemma4_static.oracle import models
+from gemma4_static.oracle.catalogue import faults_named
+from gemma4_static.oracle.gates import GATES
+from gemma4_static.oracle.metrics import matched_prefix, measure, top_k_agreement
+from gemma4_static.oracle.report import assert_rows_pass, format_row
+from gemma4_static.oracle.samples import text_prompt
+from gemma4_static.oracle.verify import run_verification
+from gemma4_static.runtime import StaticGemma4Runtime
+
+PROFILES = list(GATES)
+# every check group of a profile run that depends on the dtype (masks are dtype-free, checked in fp32)
+NUMERIC_CHECKS = ("inputs", "rope", "mask-value", "layers", "decode", "overflow")
+
+
+def _gated(model, dtype, report, label: str, **kwargs) -> list:
+    rows = run_verification(model, dtype=dtype, export=False, checks=NUMERIC_CHECKS, **kwargs)
+    sqnr = [row for row in rows if row.metric == "SQNR dB"]
+    worst = min(sqnr, key=lambda row: row.value)
+    report(f"{label} {dtype}: worst SQNR {worst.value:.1f} dB at {worst.stage} / {worst.check} (HF {worst.hf:.1f})")
+    return rows
+
+
+@pytest.mark.parametrize("dtype", PROFILES, ids=str)
+def test_tiny_profiles_pass_their_gates(tiny_model, dtype, report):
+    assert_rows_pass(_gated(tiny_model, dtype, report, "tiny"))
+
+
+@pytest.mark.numerics
+@pytest.mark.parametrize("dtype", PROFILES, ids=str)
+def test_e2b_geometry_profiles_pass_their_gates(e2b_model, dtype, report):
+    assert_rows_pass(_gated(e2b_model, dtype, report, "e2b-geometry"))
+
+
+def test_checkpoint_profiles_pass_their_gates(checkpoint_model, report):
+    for dtype in PROFILES:
+        assert_rows_pass(_gated(checkpoint_model, dtype, report, "checkpoint"))
+
+
+def test_a_mask_value_of_minus_one_fails_the_gates(tiny_model):
+    """-1 leaves masked keys about e^-1 of an allowed key's weight: the soft tokens (padded patches
+    leak into the vision encoder), the mask-value row and the hidden states fail."""
+    rows = run_verification(tiny_model, dtype=torch.bfloat16, export=False, checks=NUMERIC_CHECKS, mask_value=-1.0)
+    failed = {(row.stage, row.metric) for row in rows if not row.passed}
+    assert {("vision prefill", "SQNR dB"), ("mask value", "masked weight bound")} <= failed
+    assert {("decoder layers", "SQNR dB"), ("prefill logits", "SQNR dB")} <= failed
+
+
+def test_a_rope_shift_fails_the_gates(tiny_model):
+    """A uniform shift cancels in q.k, but the RoPE rows and the cached K (stored rotated) see it."""
+    with faults_named(["rope-positions-from-one"])[0].injected():
+        rows = run_verification(tiny_model, dtype=torch.float16, export=False, checks=NUMERIC_CHECKS)
+    failed = {(row.stage, row.check.split(" of ")[0]) for row in rows if not row.passed}
+    assert ("RoPE", "full_attention float16") in failed and ("KV cache", "K") in failed
+
+
+def test_fp16_finfo_min_makes_no_nan_but_is_flagged(tiny_model):
+    """With finfo(fp16).min the torch backend stays finite (its SDPA adds the mask in fp32). The
+    mask-value row is exact about fp16 arithmetic: min - score rounds back to min while the score
+    bound is below 16 (half an fp16 ulp at 65504; the tiny model's bound is 11.5), and overflows
+    to -inf beyond (q norms x 4: bound 46), where an fp16 adder would make a fully masked (padded)
+    row NaN."""
+    fill = torch.finfo(torch.float16).min
+    steep = copy.deepcopy(tiny_model)
+    for layer in steep.model.language_model.layers:
+        layer.self_attn.q_norm.weight.mul_(4.0)
+    for model, overflows in ((tiny_model, 0), (steep, 1)):
+        rows = run_verification(model, dtype=torch.float16, export=False, checks=("mask-value",), mask_value=fill)
+        assert [row.value for row in rows] == [0.0, overflows]
+        half = copy.deepcopy(model).to(torch.float16)
+        prompt = text_prompt(half.config, [9, 1], seed=2)  # row 1: one token, the rest padding
+        runtime = StaticGemma4Runtime(half, max_seq=16, batch_size=2, mask_value=fill)
+        inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
+        outputs = runtime.prefill_outputs(inputs, keep_intermediates=True)
+        assert all(torch.isfinite(state).all() for state in outputs.hidden_states)
+        assert torch.isfinite(runtime.decode_one(torch.tensor([[7], [8]]))).all()
+
+
+@given(
+    lengths=st.lists(st.integers(1, 20), min_size=1, max_size=3),
+    dtype=st.sampled_from(PROFILES),
+    steps=st.integers(1, 3),
+)
+@example(lengths=[1, 1, 20], dtype=torch.float16, steps=3)  # rows that are almost all padding
+@example(lengths=[20], dtype=torch.bfloat16, steps=1)  # no padding
+def test_no_nan_or_inf_for_the_default_mask_value(tiny_low_precision, lengths, dtype, steps):
+    model = tiny_low_precision[dtype]
+    event("a row of one token" if min(lengths) == 1 else "every row longer than one token")
+    event("mostly padding" if min(lengths) <= 20 // 4 else "little padding")
+    runtime = StaticGemma4Runtime(model, max_seq=24, batch_size=len(lengths))
+    prompt = text_prompt(model.config, lengths, seed=len(lengths))
+    inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
+    outputs = runtime.prefill_outputs(inputs, keep_intermediates=True)
+    produced = [*outputs.hidden_states, outputs.per_layer_inputs, outputs.logits, *runtime.cache.keys.values()]
+    for _ in range(steps):
+        produced.append(runtime.decode_one(torch.full((len(lengths), 1), 9)))
+    assert all(torch.isfinite(tensor).all() for tensor in produced)
+
+
+@pytest.fixture(scope="module")
+def tiny_low_precision(tiny_model):
+    return {dtype: copy.deepcopy(tiny_model).to(dtype) for dtype in PROFILES}
+
+
+def test_overflow_report_names_the_first_overflowing_layer(tiny_model, monkeypatch, capsys):
+    """Layer 3's up projection scaled by 1e6: in fp16 its output leaves the range first; verify
+    names it (and, downstream, everything after it fails too)."""
+    model = copy.deepcopy(tiny_model)
+    model.model.language_model.layers[3].mlp.up_proj.weight.mul_(1e6)
+    monkeypatch.setattr(models, "build_default_model", lambda name, **_: model)
+    args = ["verify", "--dtype", "float16", "--no-export", "--without", "decode"]
+    assert cli.main(args) == 1
+    printed = capsys.readouterr().out
+    assert "verify: first overflow in float16: layer 3 [first: layer 3 up_proj, headroom" in printed
+    rows = run_verification(model, dtype=torch.float16, export=False, checks=("overflow",))
+    failed = [row for row in rows if not row.passed]
+    assert failed[0].check.startswith("layer 3 [first: layer 3 up_proj")
+    print(format_row(failed[0]))
+
+
+def test_metric_formulas_on_known_values():
+    reference = torch.tensor([1.0, -1.0, 2.0, 0.0])
+    noisy = reference + torch.tensor([0.1, 0.0, -0.1, 0.0])
+    metrics = measure(noisy, reference)
+    assert metrics.max_abs == pytest.approx(0.1)
+    assert metrics.peir == pytest.approx(0.1 / 3)
+    assert metrics.sqnr_db == pytest.approx(10 * torch.log10(torch.tensor(6.0 / 0.02)).item())
+    assert measure(reference, reference).sqnr_db == float("inf")
+    assert measure(-reference, reference).cosine == pytest.approx(-1.0)
+    assert measure(torch.tensor([float("nan"), 0, 0, 0]), reference).sqnr_db != measure(reference, reference).sqnr_db
+    logits = torch.tensor([[0.0, 3.0, 1.0, 2.0, 5.0, 4.0], [9.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
+    other = torch.tensor([[0.0, 3.0, 1.0, 2.0, 4.0, 5.0], [9.0, 0.0, 0.0, 0.0, 0.0, 1.0]])
+    assert top_k_agreement(other, logits, 1) == 0.5
+    assert matched_prefix(torch.tensor([[1, 2, 3], [1, 2, 4]]), torch.tensor([[1, 2, 3], [1, 5, 4]])) == 1
