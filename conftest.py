@@ -16,9 +16,6 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
-from gemma4_static.oracle.checkpoints import load_checkpoint
-from gemma4_static.oracle.models import build_default_model
-
 # Hypothesis profiles, selectable with --hypothesis-profile=NAME.
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 settings.register_profile("dev", max_examples=25, deadline=None, suppress_health_check=_SLOW_OK)
@@ -73,6 +70,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _build(name: str):
+    from gemma4_static.oracle.models import build_default_model  # here: the xdist controller never imports HF
+
     _builds[name] += 1
     return build_default_model(name)
 
@@ -109,6 +108,8 @@ def checkpoint_model(pytestconfig: pytest.Config):
         pytest.skip(f"no real Gemma 4 checkpoint: pass --gemma4-checkpoint PATH or set {CHECKPOINT_ENV}")
     if not Path(path).is_dir():
         pytest.fail(f"--gemma4-checkpoint / {CHECKPOINT_ENV} points to {path!r}, which is not a folder")
+    from gemma4_static.oracle.checkpoints import load_checkpoint
+
     _builds["checkpoint"] += 1
     return load_checkpoint(path)
 

@@ -35,10 +35,12 @@ def _window(model) -> int:
 
 
 def _text_case(model, batch: int):
-    """A prompt longer than two windows (E2B: 1027 > 512) in row 0; row 1 shorter than the window,
-    row 2 a few tokens shorter than row 0 (ragged, right-padded)."""
-    longest = 2 * _window(model) + 3
-    lengths = [longest, _window(model) // 2, longest - 7][:batch]
+    """Batch 1: one unpadded prompt longer than the window (E2B: 515 > 512). Batch 2 and more: a
+    prompt longer than two windows (E2B: 1027), one shorter than the window, then one a few tokens
+    shorter than the first (ragged, right-padded)."""
+    window = _window(model)
+    longest = window + 3 if batch == 1 else 2 * window + 3
+    lengths = [longest, window // 2, longest - 7][:batch]
     prompt = text_prompt(model.config, lengths)
     return prompt, StaticGemma4Runtime(model, max_seq=longest + 5, batch_size=batch)
 

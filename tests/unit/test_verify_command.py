@@ -130,16 +130,16 @@ def test_bad_arguments_exit_with_usage(argv):
 
 
 def test_console_entry_point_runs_as_a_module():
-    """``python -m gemma4_static`` runs the command (the E2B geometry is verified in-process elsewhere)."""
+    """``python -m gemma4_static`` reaches the command line (the verify flow runs in-process above)."""
     result = subprocess.run(
-        [sys.executable, "-m", "gemma4_static", "verify", "--no-export", "--without", "decode"],
+        [sys.executable, "-m", "gemma4_static", "verify", "--help"],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=120,
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert " PASS, 0 FAIL " in result.stdout.splitlines()[-1]
+    assert result.stdout.startswith("usage: gemma4-static verify") and "--self-test" in result.stdout
 
 
 def test_verify_without_its_extra_says_what_to_install():
