@@ -22,11 +22,10 @@ import torch.nn.functional as F
 
 from .. import runtime as runtime_module
 from ..cpu import cache, inputs, masks, rope, rules
-from ..cpu import vision as cpu_vision
 from ..npu import decoder, embedding, lm_head
-from ..npu import vision as npu_vision
 from ..spec import TextConfigView
 from ..stack import LayerStack
+from .catalogue_vision import VISION_FAULTS
 from .faults import Fault, after_init, setting, with_argument
 
 
@@ -83,10 +82,6 @@ def _ring_slot_plus_one(original: Callable) -> Callable:
     return slots
 
 
-def _flip_xy(positions: torch.Tensor) -> torch.Tensor:
-    return positions.flip(-1)
-
-
 def _sdpa_scaled_by_head_dim(original: Any) -> SimpleNamespace:
     def attention(*args: Any, scale: float | None = None, **kwargs: Any) -> torch.Tensor:
         return F.scaled_dot_product_attention(*args, scale=None, **kwargs)  # 1/sqrt(D): the Llama default
@@ -98,6 +93,37 @@ def _norm_without_v_norm(original: Callable) -> Callable:
     return lambda x, weight, eps: x if weight is None else original(x, weight, eps)
 
 
+class _QueryNormAfterRope:
+    """The q norm's weight applied after RoPE, ``R(x^) * w`` instead of ``R(x^ * w)`` (equal only for
+    a constant weight): each layer's forward normalizes q without its weight, and the first
+    ``apply_rope`` call of that forward (the query's) multiplies the weight in afterwards."""
+
+    def __init__(self) -> None:
+        self.pending: torch.Tensor | None = None
+
+    def forward(self, original: Callable) -> Callable:
+        def call(layer: Any, *args: Any, **kwargs: Any) -> Any:
+            weight, layer.q_norm = layer.q_norm, None
+            self.pending = weight
+            try:
+                return original(layer, *args, **kwargs)
+            finally:
+                layer.q_norm, self.pending = weight, None
+
+        return call
+
+    def rope(self, original: Callable) -> Callable:
+        def call(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+            rotated = original(x, cos, sin)
+            if self.pending is None:
+                return rotated
+            weight, self.pending = self.pending, None
+            return (rotated.float() * weight.float()).type_as(rotated)
+
+        return call
+
+
+_q_norm_after_rope = _QueryNormAfterRope()
 _window_plus_one = with_argument(2, lambda window: window + 1)
 _keep_placeholders = with_argument(1, lambda placeholder_ids: ())
 
@@ -190,6 +216,14 @@ CATALOGUE: tuple[Fault, ...] = (
         ((decoder, "rms_norm", _norm_without_v_norm),),
     ),
     Fault(
+        "q-norm-after-rope",
+        "the q norm's learned weight applied after the rotation instead of before it",
+        (
+            (decoder.DecoderLayer, "forward", _q_norm_after_rope.forward),
+            (decoder, "apply_rope", _q_norm_after_rope.rope),
+        ),
+    ),
+    Fault(
         "k-norm-weight-dropped",
         "the k norm runs without its learned weight",
         (after_init(decoder.DecoderLayer, setting("k_norm", lambda layer: None)),),
@@ -199,30 +233,7 @@ CATALOGUE: tuple[Fault, ...] = (
         "a finite mask value far too small (-1): masked keys keep real attention weight",
         (after_init(LayerStack, setting("fill", lambda stack: -1.0)),),
     ),
-    Fault(
-        "vision-rope-axes-swapped",
-        "the 2-D vision RoPE rotates y where x belongs",
-        ((cpu_vision, "vision_rope", with_argument(1, _flip_xy)),),
-        needs_vision=True,
-    ),
-    Fault(
-        "vision-position-table-swapped",
-        "the x and y vision position-embedding tables are swapped",
-        ((npu_vision.VisionEncoder, "embed_patches", with_argument(2, _flip_xy)),),
-        needs_vision=True,
-    ),
-    Fault(
-        "vision-pooling-transposed",
-        "patches pooled column-major (the pooling width read from the wrong axis)",
-        ((cpu_vision, "pooling_matrix", with_argument(0, _flip_xy)),),
-        needs_vision=True,
-    ),
-    Fault(
-        "vision-clamps-dropped",
-        "the vision tower's clipped linears run without their clamps",
-        (after_init(npu_vision.ClippedProjection, setting("clipped", lambda layer: False)),),
-        needs_vision=True,
-    ),
+    *VISION_FAULTS,
 )
 
 FAULT_NAMES = tuple(fault.name for fault in CATALOGUE)
