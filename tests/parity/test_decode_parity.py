@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from gemma4_static.oracle import parity
+from gemma4_static.oracle.catalogue import faults_named
 from gemma4_static.oracle.hf import hf_prefill
 from gemma4_static.oracle.report import assert_rows_pass, merge
 from gemma4_static.oracle.samples import image_prompt, text_prompt
@@ -120,3 +121,16 @@ def _assert_within(name, ours, theirs, report) -> None:
     if report is not None:
         report(f"{name}: max abs diff {row.value:.3g}")
     assert_rows_pass([row])
+
+
+def test_a_decode_mismatch_names_its_first_step(tiny_model):
+    """A window one key too wide shows only once a decode position reaches the window (6): with a
+    3-token prompt that is step 3, and the failing row says so. (On the ring layout the cache holds
+    only the window's keys, so this bug cannot show in decode at all.)"""
+    prompt = text_prompt(tiny_model.config, [3], seed=1)
+    tokens = torch.randint(3, 400, (1, 8), generator=torch.Generator().manual_seed(2))
+    with faults_named(["sliding-window-off-by-one"])[0].injected():
+        runtime = StaticGemma4Runtime(tiny_model, max_seq=12, sliding_cache="full")
+        runtime.prefill(prompt.input_ids, prompt.attention_mask)
+        rows = parity.decode_rows(tiny_model, runtime, prompt, tokens, torch.float32)
+    assert rows[0].check == "row 0 logits [first: step 3]" and not rows[0].passed

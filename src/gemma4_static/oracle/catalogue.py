@@ -1,13 +1,12 @@
 """The fault catalogue: realistic Gemma 4 porting bugs, each a named :class:`~.faults.Fault` with
 what goes wrong and the patches that inject it.
 
-The bugs are the ones ports of Gemma 4 (and of Gemma 2/3, which share these parts) to other
-runtimes shipped or reported: a sliding window off by one or ignored, one ``rope_theta`` for every
-layer type, proportional RoPE treated as default or as NeoX-style partial RoPE, the wrong KV
-producer for shared layers, a missing final softcap or layer scalar, ``1/sqrt(head_dim)``
-attention scaling (Gemma 4 uses 1.0), the erf GELU for ``gelu_pytorch_tanh``, image placeholders
-reaching the per-layer embedding table, and so on. Add one for every bug found later;
-``gemma4-static verify --self-test`` must catch each.
+The bugs are ones ports of Gemma 4 (and Gemma 2/3, which share these parts) shipped or reported,
+e.g. a SWA window shifted by one position (quic/efficient-transformers#1250), proportional RoPE
+with the rotary span as the frequency denominator (pegainfer#820, NVIDIA-NeMo/Megatron-Bridge#4196),
+a softcap that does nothing once logits pass 2x the cap (unslothai/unsloth-zoo#593; E2B logits
+reach ~124), no final softcap at all (ml-explore/mlx-examples#857). Add one for every bug found
+later; ``gemma4-static verify --self-test`` must catch each.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ Tolerances come from :mod:`~gemma4_static.oracle.tolerances`.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -161,7 +162,11 @@ def decode_rows(
     rows = []
     for row in range(tokens.shape[0]):
         theirs = hf_decode_logits(model, prompt.row(row), tokens[row])
-        rows.append(stage_row("decode steps", f"row {row} logits", ours[row], theirs, dtype))
+        logits = stage_row("decode steps", f"row {row} logits", ours[row], theirs, dtype)
+        if not logits.passed and ours[row].shape == theirs.shape:  # name the first step beyond tolerance
+            step = int(((ours[row] - theirs).abs().amax(dim=-1) > logits.tolerance).float().argmax())
+            logits = dataclasses.replace(logits, check=f"{logits.check} [first: step {step}]")
+        rows.append(logits)
         if dtype == torch.float32:
             flips = int((ours[row].argmax(-1) != theirs.argmax(-1)).sum())
             rows.append(count_row("decode steps", f"row {row} argmax", "steps with another argmax", flips))
