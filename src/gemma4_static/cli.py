@@ -142,15 +142,20 @@ def _self_test(model, name: str, args: argparse.Namespace, checks: tuple[str, ..
         model, faults=faults, checks=checks, on_result=lambda result: print(format_result(result), flush=True)
     )
     broken = [row for row in baseline if not row.passed]
-    missed = [result.fault.name for result in results if not result.passed]
+    broken_checks = [result.fault.name for result in results if result.oracle_crashed]
+    missed = [result.fault.name for result in results if not result.passed and not result.oracle_crashed]
     caught = sum(result.caught for result in results)
     elapsed = time.perf_counter() - started
-    print(f"self-test: {caught} of {len(results)} faults caught, {len(missed)} missed ({elapsed:.1f} s)")
+    print(
+        f"self-test: {caught} of {len(results)} faults caught, {len(missed) + len(broken_checks)} not ({elapsed:.1f} s)"
+    )
     if broken:
         print(f"self-test: the fault-free run already fails {len(broken)} rows; fix those first", file=sys.stderr)
     if missed:
         print(f"self-test: no check catches {missed}", file=sys.stderr)
-    return 1 if broken or missed else 0
+    if broken_checks:
+        print(f"self-test: the checks themselves raised under {broken_checks}", file=sys.stderr)
+    return 1 if broken or missed or broken_checks else 0
 
 
 def main(argv: list[str] | None = None) -> int:

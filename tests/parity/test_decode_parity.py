@@ -38,7 +38,7 @@ def test_decode_logits_match_hf(gemma4_model, report):
     runtime = StaticGemma4Runtime(gemma4_model, max_seq=int(prompt.attention_mask.sum(1).max()) + steps, batch_size=3)
     runtime.prefill(prompt.input_ids, prompt.attention_mask)
     rows = parity.decode_rows(gemma4_model, runtime, prompt, tokens, torch.float32)
-    worst = merge([row for row in rows if row.check.endswith("logits")], "decode steps", "logits").value
+    worst = merge([row for row in rows if row.metric == "max abs diff"], "decode steps", "logits").value
     last = int(runtime.cache.lengths.max()) - 1
     report(f"decode: {3 * steps} steps (3 rows x {steps}, up to position {last}), max |logit diff| {worst:.3g}")
     assert_rows_pass(rows)

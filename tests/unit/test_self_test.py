@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gemma4_static import cli
-from gemma4_static.oracle import models
+from gemma4_static.oracle import models, parity
 from gemma4_static.oracle.catalogue import CATALOGUE, FAULT_NAMES, faults_named
 from gemma4_static.oracle.self_test import format_result, run_fault
 from gemma4_static.oracle.verify import run_verification
@@ -62,3 +62,15 @@ def test_self_test_fails_when_the_catching_check_is_removed(capsys):
 def test_unknown_names_are_usage_errors(args, message, capsys):
     assert cli.main(["verify", "--self-test", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_crash_in_the_checks_is_not_a_catch(tiny_model, monkeypatch):
+    """A check that raises proves nothing about the fault: the result is BROKEN, not CAUGHT."""
+
+    def broken_check(*args, **kwargs):
+        raise IndexError("a broken check")
+
+    monkeypatch.setattr(parity, "logits_rows", broken_check)
+    result = run_fault(faults_named(["final-softcap-missing"])[0], tiny_model, checks=("layers",))
+    assert result.oracle_crashed and not result.caught and not result.passed
+    assert format_result(result).startswith("BROKEN  final-softcap-missing")

@@ -76,7 +76,7 @@ def mask_value_rows(runtime: Any) -> list[Row]:
       overflows to ``-inf`` turns a fully masked row, e.g. a padded query, into NaN, which then
       reaches real rows through ``0 x NaN``).
     """
-    dtype, fill = runtime.spec.dtype, runtime.mask_value
+    dtype, fill = runtime.spec.dtype, runtime.stack.fill  # the value the masks are built with
     bound = score_bound(runtime.modules.layers, runtime.cache.sources)
     keys = runtime.layout.max_seq
     exponent = fill + 2 * bound

@@ -3,8 +3,10 @@ checks caught it. A fault no check catches means the suite has a blind spot: the
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .catalogue import CATALOGUE
@@ -23,10 +25,11 @@ class FaultResult:
     failed: tuple[Row, ...] = ()
     error: str | None = None
     applicable: bool = True
+    oracle_crashed: bool = False  # the checks themselves raised: nothing was caught, the oracle is broken
 
     @property
     def caught(self) -> bool:
-        return bool(self.failed) or self.error is not None
+        return (bool(self.failed) or self.error is not None) and not self.oracle_crashed
 
     @property
     def passed(self) -> bool:
@@ -60,9 +63,24 @@ def run_fault(fault: Fault, model: Any, checks: tuple[str, ...] = tuple(CHECKS))
     with fault.injected():
         try:
             rows = run_verification(model, export=False, checks=checks)
-        except Exception as error:  # a port that crashes is caught too; say how
-            return FaultResult(fault, error=f"{type(error).__name__}: {error}")
+        except Exception as error:  # a port that crashes is caught too, unless the crash is the oracle's
+            where = _raised_in(error)
+            return FaultResult(
+                fault, error=f"{type(error).__name__} in {where}: {error}", oracle_crashed=where == "oracle"
+            )
     return FaultResult(fault, failed=tuple(row for row in rows if not row.passed))
+
+
+def _raised_in(error: BaseException) -> str:
+    """``"oracle"`` when the innermost frame of this package that raised lies in the oracle (a
+    broken check, which must never count as a caught fault), else ``"runtime"``."""
+    package = Path(__file__).resolve().parents[1]
+    innermost = "runtime"
+    for frame, _ in traceback.walk_tb(error.__traceback__):
+        path = Path(frame.f_code.co_filename).resolve()
+        if path.is_relative_to(package):
+            innermost = "oracle" if path.is_relative_to(package / "oracle") else "runtime"
+    return innermost
 
 
 def format_result(result: FaultResult) -> str:
@@ -70,8 +88,10 @@ def format_result(result: FaultResult) -> str:
     name = result.fault.name
     if not result.applicable:
         return f"n/a     {name:<30} (the model has no vision tower)"
+    if result.oracle_crashed:
+        return f"BROKEN  {name:<30} the checks raised, not the runtime: {result.error[:100]}"
     if result.error is not None:
-        return f"CAUGHT  {name:<30} the runtime raised {result.error[:100]}"
+        return f"CAUGHT  {name:<30} raised {result.error[:100]}"
     if not result.failed:
         return f"MISSED  {name:<30} no check failed: {result.fault.bug}"
     first = result.failed[0]

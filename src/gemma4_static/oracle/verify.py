@@ -154,7 +154,7 @@ def decode_rows(session: Session) -> Iterator[Row]:
     with recorded_ranges(runtime, session.ranges):
         rows = parity.decode_rows(session.model, runtime, prompt, tokens, session.dtype)
         generated = parity.generation_rows(session.model, runtime, prompt, max_new_tokens=steps)
-    logits = [row for row in rows if row.check.endswith("logits")]
+    logits = [row for row in rows if row.metric == "max abs diff"]
     yield merge(logits, "decode steps", f"{batch} rows x {steps} steps, logits")
     yield merge(generated, "generation", f"{batch} rows x {steps} greedy tokens vs HF generate")
 
