@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 
+import gemma4_static
 from gemma4_static import cli, export
 from gemma4_static.cpu import vision as cpu_vision
 from gemma4_static.cpu.rope import build_rope
@@ -142,12 +143,15 @@ def test_console_entry_point_runs_as_a_module():
     assert result.stdout.startswith("usage: gemma4-static verify") and "--self-test" in result.stdout
 
 
-def test_verify_without_its_extra_says_what_to_install():
-    """Pillow comes with the ``verify`` extra, not with the runtime; without it the command says so."""
-    probe = "import sys; sys.modules['PIL'] = None; from gemma4_static.cli import main; sys.exit(main(['verify']))"
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False)
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert "PIL is missing; install the verify extra: pip install 'gemma4-static[verify]'" in result.stderr
+def test_verify_without_its_extra_says_what_to_install(monkeypatch, capsys):
+    """Pillow comes with the ``verify`` extra, not with the runtime; without it the command says so.
+    In-process: PIL made unimportable and the oracle forgotten, so the command imports it afresh."""
+    monkeypatch.setitem(sys.modules, "PIL", None)
+    monkeypatch.setattr(gemma4_static, "oracle", gemma4_static.oracle)  # the fresh import rebinds it
+    for name in [name for name in sys.modules if name.startswith("gemma4_static.oracle")]:
+        monkeypatch.delitem(sys.modules, name)
+    assert cli.main(["verify"]) == 2
+    assert "PIL is missing; install the verify extra: pip install 'gemma4-static[verify]'" in capsys.readouterr().err
 
 
 def test_vision_rope_off_by_one_position_fails_the_vision_rope_rows(monkeypatch, tmp_path):
