@@ -19,7 +19,7 @@ from gemma4_static.oracle.models import build_default_model
 from gemma4_static.oracle.verify import run_verification
 
 CHECKS = ("inputs", "mask-value", "layers", "decode", "overflow")
-KINDS = ("PLE", "vision prefill", "decoder layers", "KV cache", "prefill logits", "decode steps")
+KINDS = ("token embedding", "PLE", "vision prefill", "decoder layers", "KV cache", "prefill logits", "decode steps")
 
 
 def _worst(rows, stage: str, metric: str) -> str:

@@ -27,13 +27,16 @@ def _by_metric(rows: list[Row], stage: str, check: str) -> Iterator[Row]:
 
 
 def input_rows(session: Session) -> Iterator[Row]:
-    """Static inputs and token embedding exactly as HF's same-dtype ones; PLE and the soft tokens
-    against float64."""
+    """Static inputs and token embedding exactly as HF's same-dtype ones; the embedding, PLE and the
+    soft tokens against float64."""
     ours, gate, reference_model = session.ours, GATES[session.dtype], session.reference_model
     yield parity.static_input_row(session.prompt, ours, session.runtime.spec)
     yield parity.embedding_row(session.model, session.runtime, ours.inputs.input_ids)
     valid = session.prompt.attention_mask.bool()
     ids = ours.inputs.input_ids[:, : valid.shape[1]]
+    embedded = [model.get_input_embeddings()(ids)[valid] for model in (session.model, reference_model)]
+    mine = session.runtime.stages.embedding(ids)[valid]
+    yield from parity_numerics.metric_rows("token embedding", "vs float64", mine, *embedded, gate)
     ple = {}
     for name, model, output in (("hf", session.model, session.theirs), ("ref", reference_model, session.reference)):
         text = text_module(model)
