@@ -82,10 +82,12 @@ def _ring_slot_plus_one(original: Callable) -> Callable:
 
 
 def _sdpa_scaled_by_head_dim(original: Any) -> SimpleNamespace:
-    def attention(*args: Any, scale: float | None = None, **kwargs: Any) -> torch.Tensor:
-        return F.scaled_dot_product_attention(*args, scale=None, **kwargs)  # 1/sqrt(D): the Llama default
+    """``torch.nn.functional`` as the decoder sees it, with SDPA at its default scale 1/sqrt(D)."""
 
-    return SimpleNamespace(scaled_dot_product_attention=attention)
+    def attention(*args: Any, scale: float | None = None, **kwargs: Any) -> torch.Tensor:
+        return original.scaled_dot_product_attention(*args, scale=None, **kwargs)
+
+    return SimpleNamespace(**{**vars(original), "scaled_dot_product_attention": attention})
 
 
 def _norm_without_v_norm(original: Callable) -> Callable:
