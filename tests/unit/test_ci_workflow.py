@@ -34,8 +34,11 @@ def test_workflow_installs_and_tests_as_the_readme_says():
     install = test_command.split(" && .venv/bin/pytest")[0]
     workflow = WORKFLOW.read_text()
     assert f"run: {install}" in workflow
-    assert ".venv/bin/pytest -n auto --hypothesis-profile=ci --gemma4-self-test --gemma4-executorch" in workflow
-    assert test_command.endswith("--gemma4-self-test --gemma4-executorch")  # both slow lanes in CI
+    assert (
+        ".venv/bin/pytest -n auto --hypothesis-profile=ci --gemma4-self-test --gemma4-executorch --gemma4-numerics"
+        in workflow
+    )
+    assert test_command.endswith("--gemma4-self-test --gemma4-executorch --gemma4-numerics")  # every slow lane in CI
     assert ".venv/bin/gemma4-static verify --json verify-report.json" in workflow
     assert "--hypothesis-profile=fuzz" in workflow and "path: .hypothesis" in workflow
     assert main_job.endswith(".venv/bin/gemma4-static verify")
@@ -44,3 +47,11 @@ def test_workflow_installs_and_tests_as_the_readme_says():
 def test_ci_script_runs_the_readme_test_command():
     script = (ROOT / ".ci" / "run").read_text().splitlines()
     assert _readme_commands()[1] in script
+
+
+def test_the_test_command_turns_on_every_slow_lane():
+    """A lane the default run skips must still run somewhere: in the README's test command (and CI)."""
+    from conftest import OPT_IN_LANES
+
+    test_command = _readme_commands()[1]
+    assert [option for option in OPT_IN_LANES if option not in test_command.split()] == []
