@@ -41,12 +41,13 @@ def test_a_fault_leaves_nothing_behind(tiny_model):
 
 
 def test_self_test_fails_when_the_catching_check_is_removed(capsys):
-    """A uniform RoPE shift cancels in q.k (decode logits do not move); only the RoPE rows and the
-    cached K (stored rotated) see it: without those two check groups it is missed."""
+    """A uniform RoPE shift cancels in q.k (logits do not move); only the RoPE rows and the cached K
+    (stored rotated; after the prefill and after the chunked prefill) see it: without those three
+    check groups it is missed."""
     args = ["verify", "--self-test", "--fault", "rope-positions-from-one", "--without", "decode"]
     assert cli.main(args) == 0
     assert "CAUGHT  rope-positions-from-one" in capsys.readouterr().out
-    assert cli.main([*args, "--without", "rope", "--without", "layers"]) == 1
+    assert cli.main([*args, "--without", "rope", "--without", "layers", "--without", "chunked-prefill"]) == 1
     captured = capsys.readouterr()
     assert "MISSED  rope-positions-from-one" in captured.out
     assert "no check catches ['rope-positions-from-one']" in captured.err

@@ -52,6 +52,7 @@ def test_verify_passes_on_the_default_model_and_writes_json(tmp_path, capsys):
         "decoder layers",
         "KV cache",
         "prefill logits",
+        "chunked prefill",
         "decode steps",
         "generation",
         "overflow",

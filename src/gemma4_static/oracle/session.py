@@ -32,6 +32,7 @@ class Session:
     runtime: StaticGemma4Runtime
     ours: PrefillOutputs
     theirs: Any
+    backend: str = "torch"
     reference_model: Any = None
     reference: Any = None
     ranges: dict[str, float] = field(default_factory=dict)
@@ -80,6 +81,5 @@ def open_session(
     with recorded_ranges(runtime, ranges):
         ours = runtime.prefill_outputs(inputs, prompt.pixel_values, prompt.image_position_ids, keep_intermediates=True)
     reference = None if reference_model is None else hf_prefill(reference_model, prompt)
-    return Session(
-        model, dtype, steps, prompt, runtime, ours, hf_prefill(model, prompt), reference_model, reference, ranges
-    )
+    theirs = hf_prefill(model, prompt)
+    return Session(model, dtype, steps, prompt, runtime, ours, theirs, backend, reference_model, reference, ranges)

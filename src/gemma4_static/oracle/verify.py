@@ -9,13 +9,14 @@ from typing import Any
 import torch
 
 from ..export import stage_cases
-from ..spec import read_text_config
-from . import overflow, parity, parity_masks, parity_numerics, parity_vision, tolerances, verify_numerics
-from .hf import ATTN_IMPLEMENTATIONS
-from .layouts import LENGTHS, PADDINGS, sequence_length, valid_mask
+from ..runtime import StaticGemma4Runtime
+from . import overflow, parity, parity_numerics, parity_vision, tolerances, verify_numerics
+from .hf import hf_prefill
 from .overflow import recorded_ranges
 from .report import Row, merge
+from .samples import text_prompt
 from .session import Session, open_session
+from .verify_masks import chunk_mask_rows, decode_mask_rows, prefill_mask_rows, vision_mask_rows
 
 LAYER_GROUP = 5  # report decoder layers in groups of one 4:1 period
 
@@ -45,76 +46,6 @@ def vision_rows(session: Session) -> Iterator[Row]:
     yield rows[0]
     yield merge(layers, "vision prefill", f"encoder layers 0-{len(layers) - 1} hidden states")
     yield from rows[len(layers) + 1 :]
-
-
-def _merged_by_check(rows: list[Row], label: Callable[[Row], str]) -> Iterator[Row]:
-    """Rows merged per ``label(row)``, in first-seen order."""
-    groups: dict[str, list[Row]] = {}
-    for row in rows:
-        groups.setdefault(label(row), []).append(row)
-    for check, members in groups.items():
-        yield merge(members, members[0].stage, check)
-
-
-def prefill_mask_rows(session: Session) -> Iterator[Row]:
-    """Prefill masks vs HF under each attention implementation, over lengths x batch x padding."""
-    for attn_implementation in ATTN_IMPLEMENTATIONS:
-        cases = [
-            valid_mask(padding, batch, sequence_length(kind, session.window))
-            for kind in LENGTHS
-            for batch in (1, 3)
-            for padding in PADDINGS
-        ]
-        rows = [
-            row for valid in cases for row in parity_masks.prefill_mask_rows(session.config, valid, attn_implementation)
-        ]
-        suffix = f"({len(cases)} layouts)"
-        yield from _merged_by_check(rows, lambda row, suffix=suffix: f"{row.check} {suffix}")
-
-
-def decode_mask_rows(session: Session) -> Iterator[Row]:
-    """Decode masks vs HF with a DynamicCache, as visible absolute positions around the window edges."""
-    window = session.window
-    positions = sorted({1, window - 1, window, window + 1, 2 * window + 3})
-    for attn_implementation in ATTN_IMPLEMENTATIONS:
-        rows = [
-            row
-            for position in positions
-            for row in parity_masks.decode_mask_rows(
-                session.config, valid_mask("left", 3, position + 1), attn_implementation
-            )
-        ]
-        yield from _merged_by_check(rows, lambda row: f"{row.check} (positions {positions})")
-
-
-def chunk_mask_rows(session: Session) -> Iterator[Row]:
-    """Chunked-prefill masks vs the rows of HF's single-shot mask, chunks around the window."""
-    window = session.window
-    chunks = sorted({max(1, window - 1), window, window + 1})
-    valid = valid_mask("right", 3, sequence_length("above", window))
-    for attn_implementation in ATTN_IMPLEMENTATIONS:
-        rows = [
-            row
-            for chunk in chunks
-            for row in parity_masks.chunk_mask_rows(session.config, valid, chunk, attn_implementation)
-        ]
-        label = f"{attn_implementation}, chunks of {chunks}"
-        yield from _merged_by_check(rows, lambda row, label=label: f"{row.check.split()[0]} {label}")
-
-
-def vision_mask_rows(session: Session) -> Iterator[Row]:
-    """Vision-bidirectional prefill masks vs HF's vision mask path (only for such models)."""
-    if read_text_config(session.config).use_bidirectional_attention != "vision":
-        return
-    window = session.window
-    length = 3 * window + 4
-    types = torch.zeros(2, length, dtype=torch.long)
-    types[0, 2 : 2 + 2 * window] = 1  # an image block longer than the window
-    types[1, 1 : 1 + window // 2] = 1
-    types[1, 2 + window // 2 : 2 + window] = 1
-    valid = valid_mask("right", 2, length)
-    for attn_implementation in ATTN_IMPLEMENTATIONS:
-        yield from parity_masks.prefill_mask_rows(session.config, valid, attn_implementation, mm_token_type_ids=types)
 
 
 def rope_rows(session: Session) -> Iterator[Row]:
@@ -159,6 +90,25 @@ def decode_rows(session: Session) -> Iterator[Row]:
     yield merge(generated, "generation", f"{batch} rows x {steps} greedy tokens vs HF generate")
 
 
+def chunked_prefill_rows(session: Session) -> Iterator[Row]:
+    """float32: a text prompt longer than two windows prefilled in chunks of ``W + 1`` over the ring
+    caches, against HF: the logits and the K/V of every row and producing layer."""
+    if session.dtype != torch.float32:
+        return
+    window, chunk = session.window, session.window + 1
+    prompt = text_prompt(session.config, [2 * window + 3, max(1, window - 1)], seed=3)
+    max_seq = -(-(2 * window + 3) // chunk) * chunk
+    runtime = StaticGemma4Runtime(
+        session.model, max_seq=max_seq, batch_size=2, prefill_chunk=chunk, backend=session.backend
+    )
+    ours = runtime.prefill(prompt.input_ids, prompt.attention_mask)
+    theirs = hf_prefill(session.model, prompt).logits[torch.arange(2), prompt.last_index]
+    check = f"chunks of {chunk}, logits of the last valid tokens"
+    yield parity.stage_row("chunked prefill", check, ours, theirs, session.dtype)
+    kv = parity.kv_rows(runtime, session.model, prompt, session.dtype)
+    yield merge(kv, "chunked prefill", f"chunks of {chunk}, K/V of every row vs HF cache")
+
+
 def mask_value_rows(session: Session) -> Iterator[Row]:
     """The runtime's additive mask value against the score range its layers can produce."""
     yield from parity_numerics.mask_value_rows(session.runtime)
@@ -191,6 +141,7 @@ CHECKS: dict[str, Callable[[Session], Iterator[Row]]] = {
     "rope": rope_rows,
     "mask-value": mask_value_rows,
     "layers": layer_rows,
+    "chunked-prefill": chunked_prefill_rows,
     "decode": decode_rows,
     "overflow": overflow_rows,
     "export": export_rows,

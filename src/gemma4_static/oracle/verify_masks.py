@@ -1,0 +1,85 @@
+"""The mask check groups of :mod:`.verify`: prefill, decode, chunk and vision masks against HF's,
+over padding layouts and both attention implementations, merged per layer type."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import torch
+
+from ..spec import read_text_config
+from . import parity_masks
+from .hf import ATTN_IMPLEMENTATIONS
+from .layouts import LENGTHS, PADDINGS, sequence_length, valid_mask
+from .report import Row, merge
+from .session import Session
+
+
+def _merged_by_check(rows: list[Row], label: Callable[[Row], str]) -> Iterator[Row]:
+    """Rows merged per ``label(row)``, in first-seen order."""
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        groups.setdefault(label(row), []).append(row)
+    for check, members in groups.items():
+        yield merge(members, members[0].stage, check)
+
+
+def prefill_mask_rows(session: Session) -> Iterator[Row]:
+    """Prefill masks vs HF under each attention implementation, over lengths x batch x padding."""
+    for attn_implementation in ATTN_IMPLEMENTATIONS:
+        cases = [
+            valid_mask(padding, batch, sequence_length(kind, session.window))
+            for kind in LENGTHS
+            for batch in (1, 3)
+            for padding in PADDINGS
+        ]
+        rows = [
+            row for valid in cases for row in parity_masks.prefill_mask_rows(session.config, valid, attn_implementation)
+        ]
+        suffix = f"({len(cases)} layouts)"
+        yield from _merged_by_check(rows, lambda row, suffix=suffix: f"{row.check} {suffix}")
+
+
+def decode_mask_rows(session: Session) -> Iterator[Row]:
+    """Decode masks vs HF with a DynamicCache, as visible absolute positions around the window edges."""
+    window = session.window
+    positions = sorted({1, window - 1, window, window + 1, 2 * window + 3})
+    for attn_implementation in ATTN_IMPLEMENTATIONS:
+        rows = [
+            row
+            for position in positions
+            for row in parity_masks.decode_mask_rows(
+                session.config, valid_mask("left", 3, position + 1), attn_implementation
+            )
+        ]
+        yield from _merged_by_check(rows, lambda row: f"{row.check} (positions {positions})")
+
+
+def chunk_mask_rows(session: Session) -> Iterator[Row]:
+    """Chunked-prefill masks vs the rows of HF's single-shot mask, chunks around the window."""
+    window = session.window
+    chunks = sorted({max(1, window - 1), window, window + 1})
+    valid = valid_mask("right", 3, sequence_length("above", window))
+    for attn_implementation in ATTN_IMPLEMENTATIONS:
+        rows = [
+            row
+            for chunk in chunks
+            for row in parity_masks.chunk_mask_rows(session.config, valid, chunk, attn_implementation)
+        ]
+        label = f"{attn_implementation}, chunks of {chunks}"
+        yield from _merged_by_check(rows, lambda row, label=label: f"{row.check.split()[0]} {label}")
+
+
+def vision_mask_rows(session: Session) -> Iterator[Row]:
+    """Vision-bidirectional prefill masks vs HF's vision mask path (only for such models)."""
+    if read_text_config(session.config).use_bidirectional_attention != "vision":
+        return
+    window = session.window
+    length = 3 * window + 4
+    types = torch.zeros(2, length, dtype=torch.long)
+    types[0, 2 : 2 + 2 * window] = 1  # an image block longer than the window
+    types[1, 1 : 1 + window // 2] = 1
+    types[1, 2 + window // 2 : 2 + window] = 1
+    valid = valid_mask("right", 2, length)
+    for attn_implementation in ATTN_IMPLEMENTATIONS:
+        yield from parity_masks.prefill_mask_rows(session.config, valid, attn_implementation, mm_token_type_ids=types)
