@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,16 @@ def merge(rows: Iterable[Row], stage: str, check: str) -> Row:
         return Row(stage, check, rows[0].metric, sum(row.value for row in rows), 0.0, detail)
     worst = max(rows, key=_badness)
     return Row(stage, check, worst.metric, worst.value, worst.tolerance, detail, worst.higher_is_better, worst.hf)
+
+
+def merge_by(rows: Iterable[Row], key: Callable[[Row], str], check: str | None = None) -> Iterator[Row]:
+    """Rows merged (:func:`merge`) per ``key(row)``, in first-seen order; each merged row's check is
+    ``check``, or its key."""
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        groups.setdefault(key(row), []).append(row)
+    for name, members in groups.items():
+        yield merge(members, members[0].stage, name if check is None else check)
 
 
 def _badness(row: Row) -> float:

@@ -16,6 +16,7 @@ from .hf import hf_prefill
 from .overflow import recorded_ranges
 from .samples import Prompt, image_prompt, text_prompt
 
+LAYER_GROUP = 5  # the report shows decoder layers in groups of one 4:1 period
 PROFILES = (torch.float32, *GATES)  # float32 is checked against HF float32, the others against float64
 
 

@@ -15,10 +15,8 @@ from .hf import hf_prefill
 from .overflow import recorded_ranges
 from .report import Row, merge
 from .samples import text_prompt
-from .session import Session, open_session
+from .session import LAYER_GROUP, Session, open_session
 from .verify_masks import chunk_mask_rows, decode_mask_rows, prefill_mask_rows, vision_mask_rows
-
-LAYER_GROUP = 5  # report decoder layers in groups of one 4:1 period
 
 
 def input_rows(session: Session) -> Iterator[Row]:

@@ -3,7 +3,7 @@ over padding layouts and both attention implementations, merged per layer type."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import torch
 
@@ -11,17 +11,8 @@ from ..spec import read_text_config
 from . import parity_masks
 from .hf import ATTN_IMPLEMENTATIONS
 from .layouts import LENGTHS, PADDINGS, sequence_length, valid_mask
-from .report import Row, merge
+from .report import Row, merge_by
 from .session import Session
-
-
-def _merged_by_check(rows: list[Row], label: Callable[[Row], str]) -> Iterator[Row]:
-    """Rows merged per ``label(row)``, in first-seen order."""
-    groups: dict[str, list[Row]] = {}
-    for row in rows:
-        groups.setdefault(label(row), []).append(row)
-    for check, members in groups.items():
-        yield merge(members, members[0].stage, check)
 
 
 def prefill_mask_rows(session: Session) -> Iterator[Row]:
@@ -37,7 +28,7 @@ def prefill_mask_rows(session: Session) -> Iterator[Row]:
             row for valid in cases for row in parity_masks.prefill_mask_rows(session.config, valid, attn_implementation)
         ]
         suffix = f"({len(cases)} layouts)"
-        yield from _merged_by_check(rows, lambda row, suffix=suffix: f"{row.check} {suffix}")
+        yield from merge_by(rows, lambda row, suffix=suffix: f"{row.check} {suffix}")
 
 
 def decode_mask_rows(session: Session) -> Iterator[Row]:
@@ -52,7 +43,7 @@ def decode_mask_rows(session: Session) -> Iterator[Row]:
                 session.config, valid_mask("left", 3, position + 1), attn_implementation
             )
         ]
-        yield from _merged_by_check(rows, lambda row: f"{row.check} (positions {positions})")
+        yield from merge_by(rows, lambda row: f"{row.check} (positions {positions})")
 
 
 def chunk_mask_rows(session: Session) -> Iterator[Row]:
@@ -67,7 +58,7 @@ def chunk_mask_rows(session: Session) -> Iterator[Row]:
             for row in parity_masks.chunk_mask_rows(session.config, valid, chunk, attn_implementation)
         ]
         label = f"{attn_implementation}, chunks of {chunks}"
-        yield from _merged_by_check(rows, lambda row, label=label: f"{row.check.split()[0]} {label}")
+        yield from merge_by(rows, lambda row, label=label: f"{row.check.split()[0]} {label}")
 
 
 def vision_mask_rows(session: Session) -> Iterator[Row]:

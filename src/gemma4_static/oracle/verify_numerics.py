@@ -5,6 +5,7 @@ stage output against HF in float64, with HF's own same-dtype metrics beside ours
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import attrgetter
 
 import torch
 
@@ -13,17 +14,8 @@ from . import parity, parity_numerics
 from .gates import GATES
 from .hf import hf_decode_logits, hf_generate, paired_hidden_states, paired_kv
 from .overflow import recorded_ranges
-from .report import Row, merge
-from .session import Session
-
-LAYER_GROUP = 5
-
-
-def _by_metric(rows: list[Row], stage: str, check: str) -> Iterator[Row]:
-    """``rows`` of several checks merged into one row per metric (worst member), in metric order."""
-    metrics = list(dict.fromkeys(row.metric for row in rows))
-    for metric in metrics:
-        yield merge([row for row in rows if row.metric == metric], stage, check)
+from .report import Row, merge_by
+from .session import LAYER_GROUP, Session
 
 
 def input_rows(session: Session) -> Iterator[Row]:
@@ -69,7 +61,7 @@ def layer_rows(session: Session) -> Iterator[Row]:
     ]
     for start in range(0, len(layers), LAYER_GROUP):
         group = [row for rows in layers[start : start + LAYER_GROUP] for row in rows]
-        yield from _by_metric(group, "decoder layers", f"layers {start}-{start + LAYER_GROUP - 1} hidden states")
+        yield from merge_by(group, attrgetter("metric"), f"layers {start}-{start + LAYER_GROUP - 1} hidden states")
     runtime, prompt = session.runtime, session.prompt
     kv_ref = paired_kv(runtime.cache, session.reference_model, prompt)
     kv_hf = paired_kv(runtime.cache, session.model, prompt)
@@ -80,7 +72,7 @@ def layer_rows(session: Session) -> Iterator[Row]:
             if name.endswith(kind)
             for row in parity_numerics.metric_rows("KV cache", name, mine, hf, reference, gate)
         ]
-        yield from _by_metric(rows, "KV cache", f"{kind} of every producing layer and row")
+        yield from merge_by(rows, attrgetter("metric"), f"{kind} of every producing layer and row")
     rows_index = torch.arange(valid.shape[0])
     reference = session.reference.logits[rows_index, prompt.last_index]
     hf = session.theirs.logits[rows_index, prompt.last_index]
