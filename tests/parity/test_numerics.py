@@ -17,6 +17,7 @@ from gemma4_static.oracle import models
 from gemma4_static.oracle.catalogue import faults_named
 from gemma4_static.oracle.gates import GATES
 from gemma4_static.oracle.metrics import matched_prefix, measure, top_k_agreement
+from gemma4_static.oracle.overflow import recorded_ranges
 from gemma4_static.oracle.report import assert_rows_pass, format_row
 from gemma4_static.oracle.samples import text_prompt
 from gemma4_static.oracle.verify import run_verification
@@ -146,3 +147,16 @@ def test_metric_formulas_on_known_values():
     other = torch.tensor([[0.0, 3.0, 1.0, 2.0, 4.0, 5.0], [9.0, 0.0, 0.0, 0.0, 0.0, 1.0]])
     assert top_k_agreement(other, logits, 1) == 0.5
     assert matched_prefix(torch.tensor([[1, 2, 3], [1, 2, 4]]), torch.tensor([[1, 2, 3], [1, 5, 4]])) == 1
+
+
+def test_overflow_hooks_stay_out_of_export_tracing(tiny_model):
+    """The ExecuTorch backend lowers a stage on first use, inside the report's recording block:
+    the hooks must skip traced (fake) values instead of reading them (a data-dependent error)."""
+    runtime = StaticGemma4Runtime(tiny_model, max_seq=8)
+    head = runtime.modules.lm_head
+    ranges: dict[str, float] = {}
+    with recorded_ranges(runtime, ranges):
+        torch.export.export(head, head.example_inputs(1, 1, torch.Generator().manual_seed(0)), strict=False)
+        assert ranges == {}
+        head(torch.ones(1, 1, 64))
+    assert ranges == {"lm_head": pytest.approx(float(head(torch.ones(1, 1, 64)).abs().max()))}

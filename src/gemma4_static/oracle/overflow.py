@@ -2,7 +2,8 @@
 decoder layer over a run, and its headroom to the dtype's largest finite value.
 
 Recorded with forward hooks on the runtime's own PyTorch stages while a block runs (the projections
-are shared with the HF model, so hooks exist only inside the block). Names come in data-flow order
+are shared with the HF model, so hooks exist only inside the block); on the ExecuTorch backend the
+stages run as programs whose activations Python cannot see, so nothing is recorded there. Names come in data-flow order
 (first seen first); a value that is not finite is recorded as ``inf``. In fp16 the MLP product
 ``gelu(gate) * up`` (the ``down_proj`` input) is where Gemma 4's activations grow first.
 """
@@ -47,6 +48,8 @@ def recorded_ranges(runtime: Any, ranges: dict[str, float]) -> Iterator[dict[str
 
     def recorder(name: str, *, inputs: bool = False) -> Any:
         def hook(module: Any, args: tuple, output: Any = None) -> None:
+            if torch.compiler.is_compiling():  # traced for export or lowering: no values to record
+                return
             ranges[name] = max(ranges.get(name, 0.0), _largest(args if inputs else output))
 
         return hook

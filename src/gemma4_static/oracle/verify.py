@@ -113,8 +113,10 @@ def mask_value_rows(session: Session) -> Iterator[Row]:
 
 
 def overflow_rows(session: Session) -> Iterator[Row]:
-    """The largest activation of every stage and layer over the prefill and decode, with headroom."""
-    yield from overflow.overflow_rows(session.ranges, session.dtype)
+    """The largest activation of every stage and layer over the prefill and decode, with headroom
+    (PyTorch backend: the ExecuTorch programs' activations are not observable, see :mod:`.overflow`)."""
+    if session.backend == "torch":
+        yield from overflow.overflow_rows(session.ranges, session.dtype)
 
 
 def export_rows(session: Session) -> Iterator[Row]:
