@@ -144,19 +144,19 @@ def cache_rows(stage: str, ours: Any, reference: Any) -> list[Row]:
 
 
 def logits_rows(ours: torch.Tensor, theirs: torch.Tensor, dtype: torch.dtype) -> list[Row]:
-    """Last-token logits ``(B, vocab)``; in fp32 also the argmax of every row (in bf16 ties may flip)."""
-    rows = [stage_row("prefill logits", "last valid token per row", ours, theirs, dtype)]
-    if dtype == torch.float32:
-        flips = int((ours.argmax(-1) != theirs.argmax(-1)).sum())
-        rows.append(count_row("prefill logits", "argmax agreement", "rows with another argmax", flips))
-    return rows
+    """Last-token logits ``(B, vocab)`` and the argmax of every row."""
+    flips = int((ours.argmax(-1) != theirs.argmax(-1)).sum())
+    return [
+        stage_row("prefill logits", "last valid token per row", ours, theirs, dtype),
+        count_row("prefill logits", "argmax agreement", "rows with another argmax", flips),
+    ]
 
 
 def decode_rows(
     model: Any, runtime: StaticGemma4Runtime, prompt: Prompt, tokens: torch.Tensor, dtype: torch.dtype
 ) -> list[Row]:
     """Feed ``tokens (B, T)`` through ``runtime.decode_one`` (after its prefill of ``prompt``) and
-    through HF's ``DynamicCache`` row by row; per row the logits and, in fp32, the argmax of each step."""
+    through HF's ``DynamicCache`` row by row; per row the logits and the argmax of each step."""
     steps = tokens.shape[1]
     ours = torch.stack([runtime.decode_one(tokens[:, t : t + 1]) for t in range(steps)], dim=1)  # (B, T, V)
     rows = []
@@ -166,10 +166,8 @@ def decode_rows(
         if not logits.passed and ours[row].shape == theirs.shape:  # name the first step beyond tolerance
             step = int(((ours[row] - theirs).abs().amax(dim=-1) > logits.tolerance).float().argmax())
             logits = dataclasses.replace(logits, check=f"{logits.check} [first: step {step}]")
-        rows.append(logits)
-        if dtype == torch.float32:
-            flips = int((ours[row].argmax(-1) != theirs.argmax(-1)).sum())
-            rows.append(count_row("decode steps", f"row {row} argmax", "steps with another argmax", flips))
+        flips = int((ours[row].argmax(-1) != theirs.argmax(-1)).sum())
+        rows += [logits, count_row("decode steps", f"row {row} argmax", "steps with another argmax", flips)]
     return rows
 
 

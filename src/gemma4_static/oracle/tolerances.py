@@ -1,6 +1,7 @@
 """Every tolerance the parity checks apply, in one table, each with the reason it is right.
 
-Stage outputs are compared as ``max |ours - HF| <= RELATIVE[dtype] * max(1, max |HF|)``.
+Stage outputs are compared as ``max |ours - HF| <= RELATIVE[dtype] * max(1, max |HF|)`` in
+float32; the low-precision profiles are gated on metrics against float64 instead (:mod:`.gates`).
 """
 
 from __future__ import annotations
@@ -9,9 +10,8 @@ import torch
 
 # Stage outputs (hidden states, K/V, PLE, logits, decode steps). fp32: each stage repeats HF's op
 # sequence and only summation orders differ (BLAS blocking on padded shapes, SDPA kernels), a few
-# ulps per layer: ~2e-6 observed through 35 E2B layers, 2e-5 allowed. bf16 (eps 2**-8) accumulates
-# the same few roundings per layer at 2**-8 each: ~1e-2 observed, 5e-2 allowed.
-RELATIVE = {torch.float32: 2e-5, torch.bfloat16: 5e-2}
+# ulps per layer: ~2e-6 observed through 35 E2B layers, 2e-5 allowed.
+RELATIVE = {torch.float32: 2e-5}
 
 # RoPE. Both sides compute the same fp32 products position * inv_freq and the same cos/sin kernels,
 # so fp32 agrees to the last bit in practice; the bound leaves two fp32 ulps at 1.0 for a libm that
