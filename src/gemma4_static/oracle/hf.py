@@ -142,30 +142,37 @@ def hf_last_logits(model: Any, prompt: Any) -> torch.Tensor:
 
 @torch.no_grad()
 def hf_decode_logits(model: Any, prompt: Any, tokens: torch.Tensor) -> torch.Tensor:
-    """HF's logits ``(T, vocab)`` for feeding ``tokens (T,)`` one by one after a batch-1 ``prompt``,
-    through its ``DynamicCache``."""
-    cache = model(**prompt.hf_kwargs(), use_cache=True).cache
-    steps = []
-    for token in tokens:
-        output = model(input_ids=token.view(1, 1), cache=cache, use_cache=True)
-        cache = output.cache
-        steps.append(output.logits[0, -1])
-    return torch.stack(steps)
+    """HF's logits ``(B, T, vocab)`` for feeding ``tokens (B, T)`` one by one after ``prompt``, each
+    row alone (batch 1, unpadded) through its own ``DynamicCache``."""
+    rows = []
+    for row in range(tokens.shape[0]):
+        cache = model(**prompt.row(row).hf_kwargs(), use_cache=True).cache
+        steps = []
+        for token in tokens[row]:
+            output = model(input_ids=token.view(1, 1), cache=cache, use_cache=True)
+            cache = output.cache
+            steps.append(output.logits[0, -1])
+        rows.append(torch.stack(steps))
+    return torch.stack(rows)
 
 
 @torch.no_grad()
 def hf_generate(model: Any, prompt: Any, *, max_new_tokens: int, eos_token_id: int | None) -> torch.Tensor:
-    """HF greedy ``generate`` on a batch-1 ``prompt``: the new tokens ``(max_new_tokens,)``, padded
-    with the pad id when it stopped at EOS. ``eos_token_id=None`` disables EOS (not the config's)."""
+    """HF greedy ``generate`` on each row of ``prompt`` alone: the new tokens ``(B, max_new_tokens)``,
+    padded with the pad id after a stop at EOS. ``eos_token_id=None`` disables EOS (not the config's)."""
     pad = model.config.get_text_config().pad_token_id
     config = GenerationConfig(
         do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id, pad_token_id=pad
     )
-    output = model.generate(**prompt.hf_kwargs(), generation_config=config)
-    new = output[0, prompt.input_ids.shape[1] :]
-    return torch.cat((new, torch.full((max_new_tokens - new.numel(),), pad, dtype=new.dtype)))
+    rows = []
+    for row in range(prompt.input_ids.shape[0]):
+        alone = prompt.row(row)
+        new = model.generate(**alone.hf_kwargs(), generation_config=config)[0, alone.input_ids.shape[1] :]
+        rows.append(torch.cat((new, torch.full((max_new_tokens - new.numel(),), pad, dtype=new.dtype))))
+    return torch.stack(rows)
 
 
+@torch.no_grad()
 def paired_hidden_states(
     model: Any, ours: tuple[torch.Tensor, ...], theirs: tuple[torch.Tensor, ...], valid: torch.Tensor
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:

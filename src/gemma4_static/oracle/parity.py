@@ -152,21 +152,38 @@ def logits_rows(ours: torch.Tensor, theirs: torch.Tensor, dtype: torch.dtype) ->
     ]
 
 
+def runtime_decode(runtime: StaticGemma4Runtime, tokens: torch.Tensor) -> torch.Tensor:
+    """Logits ``(B, T, vocab)`` of feeding ``tokens (B, T)`` through ``runtime.decode_one`` step by step."""
+    return torch.stack([runtime.decode_one(tokens[:, t : t + 1]) for t in range(tokens.shape[1])], dim=1)
+
+
+def runtime_generate(
+    runtime: StaticGemma4Runtime, prompt: Prompt, *, max_new_tokens: int, eos_token_id: int | None = None
+) -> torch.Tensor:
+    """``runtime.generate`` on ``prompt`` (with its images): the new tokens ``(B, max_new_tokens)``."""
+    return runtime.generate(
+        prompt.input_ids,
+        prompt.attention_mask,
+        max_new_tokens=max_new_tokens,
+        eos_token_id=eos_token_id,
+        pixel_values=prompt.pixel_values,
+        image_position_ids=prompt.image_position_ids,
+    )
+
+
 def decode_rows(
     model: Any, runtime: StaticGemma4Runtime, prompt: Prompt, tokens: torch.Tensor, dtype: torch.dtype
 ) -> list[Row]:
     """Feed ``tokens (B, T)`` through ``runtime.decode_one`` (after its prefill of ``prompt``) and
     through HF's ``DynamicCache`` row by row; per row the logits and the argmax of each step."""
-    steps = tokens.shape[1]
-    ours = torch.stack([runtime.decode_one(tokens[:, t : t + 1]) for t in range(steps)], dim=1)  # (B, T, V)
+    ours, reference = runtime_decode(runtime, tokens), hf_decode_logits(model, prompt, tokens)
     rows = []
-    for row in range(tokens.shape[0]):
-        theirs = hf_decode_logits(model, prompt.row(row), tokens[row])
-        logits = stage_row("decode steps", f"row {row} logits", ours[row], theirs, dtype)
-        if not logits.passed and ours[row].shape == theirs.shape:  # name the first step beyond tolerance
-            step = int(((ours[row] - theirs).abs().amax(dim=-1) > logits.tolerance).float().argmax())
+    for row, (mine, theirs) in enumerate(zip(ours, reference, strict=True)):
+        logits = stage_row("decode steps", f"row {row} logits", mine, theirs, dtype)
+        if not logits.passed and mine.shape == theirs.shape:  # name the first step beyond tolerance
+            step = int(((mine - theirs).abs().amax(dim=-1) > logits.tolerance).float().argmax())
             logits = dataclasses.replace(logits, check=f"{logits.check} [first: step {step}]")
-        flips = int((ours[row].argmax(-1) != theirs.argmax(-1)).sum())
+        flips = int((mine.argmax(-1) != theirs.argmax(-1)).sum())
         rows += [logits, count_row("decode steps", f"row {row} argmax", "steps with another argmax", flips)]
     return rows
 
@@ -175,19 +192,12 @@ def generation_rows(
     model: Any, runtime: StaticGemma4Runtime, prompt: Prompt, *, max_new_tokens: int, eos_token_id: int | None = None
 ) -> list[Row]:
     """Greedy ``runtime.generate`` vs HF ``generate`` (batch-1 calls), one row per prompt row."""
-    ours = runtime.generate(
-        prompt.input_ids,
-        prompt.attention_mask,
-        max_new_tokens=max_new_tokens,
-        eos_token_id=eos_token_id,
-        pixel_values=prompt.pixel_values,
-        image_position_ids=prompt.image_position_ids,
-    )
-    rows = []
-    for row in range(ours.shape[0]):
-        theirs = hf_generate(model, prompt.row(row), max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
-        rows.append(count_row("generation", f"row {row}", "tokens not matched", int((ours[row] != theirs).sum())))
-    return rows
+    ours = runtime_generate(runtime, prompt, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
+    theirs = hf_generate(model, prompt, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
+    return [
+        count_row("generation", f"row {row}", "tokens not matched", int((mine != reference).sum()))
+        for row, (mine, reference) in enumerate(zip(ours, theirs, strict=True))
+    ]
 
 
 def export_rows(cases: list[StageCase]) -> list[Row]:

@@ -86,28 +86,15 @@ def decode_rows(session: Session, tokens: torch.Tensor) -> Iterator[Row]:
     runtime, prompt, gate = session.runtime, session.prompt, GATES[session.dtype]
     batch, steps = tokens.shape
     with recorded_ranges(runtime, session.ranges):
-        ours = torch.cat([runtime.decode_one(tokens[:, t : t + 1])[:, None] for t in range(steps)], dim=1)
-    decoded = {
-        name: torch.stack([hf_decode_logits(model, prompt.row(row), tokens[row]) for row in range(batch)])
-        for name, model in (("hf", session.model), ("ref", session.reference_model))
-    }
+        ours = parity.runtime_decode(runtime, tokens)
+    models = (("hf", session.model), ("ref", session.reference_model))
+    decoded = {name: hf_decode_logits(model, prompt, tokens) for name, model in models}
     flat = [logits.flatten(0, 1) for logits in (ours, decoded["hf"], decoded["ref"])]
     yield from parity_numerics.metric_rows(
         "decode steps", f"{batch} rows x {steps} steps", *flat, gate, logits="decode"
     )
     with recorded_ranges(runtime, session.ranges):
-        generated = runtime.generate(
-            prompt.input_ids,
-            prompt.attention_mask,
-            max_new_tokens=steps,
-            pixel_values=prompt.pixel_values,
-            image_position_ids=prompt.image_position_ids,
-        )
-    greedy = {
-        name: torch.stack(
-            [hf_generate(model, prompt.row(row), max_new_tokens=steps, eos_token_id=None) for row in range(batch)]
-        )
-        for name, model in (("hf", session.model), ("ref", session.reference_model))
-    }
+        generated = parity.runtime_generate(runtime, prompt, max_new_tokens=steps)
+    greedy = {name: hf_generate(model, prompt, max_new_tokens=steps, eos_token_id=None) for name, model in models}
     check = f"{batch} rows x {steps} greedy tokens vs float64 generate"
     yield parity_numerics.prefix_row("generation", check, generated, greedy["hf"], greedy["ref"], gate)
