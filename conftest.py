@@ -56,7 +56,28 @@ OPT_IN_LANES = {
     ),
     "--gemma4-executorch": ("executorch", "the ExecuTorch lane: every stage lowered with XNNPACK, about 2.5 min"),
     "--gemma4-numerics": ("numerics", "the E2B geometry's bf16 and fp16 profiles against HF in float64, about 40 s"),
+    "--gemma4-kernels": (
+        "kernels",
+        "the numerics lane and verify --dtype bfloat16/float16 under every CPU kernel set this machine runs",
+    ),
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A run started under a kernel set (``gemma4-static kernels``) must run its kernels, or stop."""
+    from gemma4_static.oracle.kernel_sets import MARKER, check_active
+
+    if os.environ.get(MARKER):
+        try:
+            check_active(os.environ[MARKER])
+        except ValueError as error:
+            raise pytest.UsageError(str(error)) from None
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    from gemma4_static.oracle.kernel_sets import active_kernels
+
+    return f"gemma4 kernels: {active_kernels()}"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

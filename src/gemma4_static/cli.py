@@ -102,6 +102,11 @@ def _parser() -> argparse.ArgumentParser:
         help="leave out a check group, e.g. rope or decode-masks (repeatable; the report's groups are listed on error)",
     )
     verify.add_argument(
+        "--kernel-set",
+        metavar="NAME",
+        help="run in a new process under a kernel set (native, avx2, avx512, baseline; see gemma4-static kernels)",
+    )
+    verify.add_argument(
         "--self-test",
         action="store_true",
         help="inject every catalogued porting bug in turn and report which checks catch it (fails if one is missed)",
@@ -109,6 +114,8 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--fault", action="append", metavar="NAME", help="with --self-test: only this catalogued fault (repeatable)"
     )
+    kernels = commands.add_parser("kernels", help="the CPU kernel sets verify and the tests run under")
+    kernels.add_argument("--env", metavar="NAME", help="print NAME's variables as KEY=VALUE lines (exit 1 if not here)")
     export = commands.add_parser("export", help="export every NPU stage of an embedded model at static shapes")
     export.add_argument("folder", type=Path, help="where the programs and manifest.json go")
     export.add_argument("--config", choices=("tiny", "e2b-vision", "e2b-geometry"), default="tiny")
@@ -131,41 +138,29 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _self_test(model, name: str, args: argparse.Namespace, checks: tuple[str, ...], started: float) -> int:
-    """``verify --self-test``: exit 0 when the fault-free run passes and every applicable fault is caught."""
-    from .oracle.catalogue import faults_named
-    from .oracle.self_test import format_result, run_self_test
-
-    faults = faults_named(args.fault)
-    print(f"gemma4-static verify --self-test: {name}, {len(faults)} faults, checks {', '.join(checks)}", flush=True)
-    baseline, results = run_self_test(
-        model, faults=faults, checks=checks, on_result=lambda result: print(format_result(result), flush=True)
-    )
-    broken = [row for row in baseline if not row.passed]
-    broken_checks = [result.fault.name for result in results if result.oracle_crashed]
-    missed = [result.fault.name for result in results if not result.passed and not result.oracle_crashed]
-    caught = sum(result.caught for result in results)
-    elapsed = time.perf_counter() - started
-    print(
-        f"self-test: {caught} of {len(results)} faults caught, {len(missed) + len(broken_checks)} not ({elapsed:.1f} s)"
-    )
-    if broken:
-        print(f"self-test: the fault-free run already fails {len(broken)} rows; fix those first", file=sys.stderr)
-    if missed:
-        print(f"self-test: no check catches {missed}", file=sys.stderr)
-    if broken_checks:
-        print(f"self-test: the checks themselves raised under {broken_checks}", file=sys.stderr)
-    return 1 if broken or missed or broken_checks else 0
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "export":
         return _export(args)
+    if args.command == "kernels" or args.kernel_set is not None:
+        from .oracle.kernel_sets import describe, rerun_under
+
+        try:
+            if args.command == "kernels":
+                code, lines = describe(args.env)
+                print("\n".join(lines), file=sys.stdout if code == 0 else sys.stderr)
+                return code
+            code = rerun_under(args.kernel_set, sys.argv[1:] if argv is None else argv)
+        except ValueError as error:
+            print(f"gemma4-static {args.command}: {error}", file=sys.stderr)
+            return 2
+        if code is not None:
+            return code
     import torch
 
     try:
         from .oracle.checkpoints import load_checkpoint
+        from .oracle.kernel_sets import active_kernels
         from .oracle.models import build_default_model
         from .oracle.report import Row, format_row, write_json
         from .oracle.verify import CHECKS, run_verification
@@ -198,8 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     checks = tuple(check for check in CHECKS if check not in args.without)
     try:
         if args.self_test:
-            return _self_test(model, name, args, checks, started)
-        print(f"gemma4-static verify: {name} ({type(model).__name__}, {args.dtype})", flush=True)
+            from .oracle.self_test import self_test_command
+
+            return self_test_command(model, name, args.fault, checks, getattr(torch, args.dtype), started)
+        kernels = active_kernels()
+        print(f"gemma4-static verify: {name} ({type(model).__name__}, {args.dtype}; {kernels})", flush=True)
         first_failure = [True]
 
         def show(row: Row) -> None:

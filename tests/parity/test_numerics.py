@@ -16,7 +16,7 @@ from gemma4_static import cli
 from gemma4_static.oracle import models
 from gemma4_static.oracle.catalogue import faults_named
 from gemma4_static.oracle.gates import GATES
-from gemma4_static.oracle.metrics import matched_prefix, measure, top_k_agreement
+from gemma4_static.oracle.metrics import matched_prefix, measure, top_k_check
 from gemma4_static.oracle.overflow import recorded_ranges
 from gemma4_static.oracle.report import assert_rows_pass, format_row
 from gemma4_static.oracle.samples import text_prompt
@@ -25,7 +25,7 @@ from gemma4_static.runtime import StaticGemma4Runtime
 
 PROFILES = list(GATES)
 # every check group of a profile run that depends on the dtype (masks are dtype-free, checked in fp32)
-NUMERIC_CHECKS = ("inputs", "rope", "mask-value", "layers", "decode", "overflow")
+NUMERIC_CHECKS = ("inputs", "rope", "mask-value", "layers", "chunked-prefill", "decode", "overflow")
 
 
 def _gated(model, dtype, report, label: str, **kwargs) -> list:
@@ -145,7 +145,7 @@ def test_metric_formulas_on_known_values():
     assert measure(torch.tensor([float("nan"), 0, 0, 0]), reference).sqnr_db != measure(reference, reference).sqnr_db
     logits = torch.tensor([[0.0, 3.0, 1.0, 2.0, 5.0, 4.0], [9.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
     other = torch.tensor([[0.0, 3.0, 1.0, 2.0, 4.0, 5.0], [9.0, 0.0, 0.0, 0.0, 0.0, 1.0]])
-    assert top_k_agreement(other, logits, 1) == 0.5
+    assert top_k_check(other, logits, 1, bound=0.5).missed == 1  # row 0's gap 1 is decided, row 1 agrees
     assert matched_prefix(torch.tensor([[1, 2, 3], [1, 2, 4]]), torch.tensor([[1, 2, 3], [1, 5, 4]])) == 1
 
 

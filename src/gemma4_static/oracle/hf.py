@@ -160,16 +160,34 @@ def hf_decode_logits(model: Any, prompt: Any, tokens: torch.Tensor) -> torch.Ten
 def hf_generate(model: Any, prompt: Any, *, max_new_tokens: int, eos_token_id: int | None) -> torch.Tensor:
     """HF greedy ``generate`` on each row of ``prompt`` alone: the new tokens ``(B, max_new_tokens)``,
     padded with the pad id after a stop at EOS. ``eos_token_id=None`` disables EOS (not the config's)."""
+    return hf_greedy(model, prompt, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)[0]
+
+
+@torch.no_grad()
+def hf_greedy(
+    model: Any, prompt: Any, *, max_new_tokens: int, eos_token_id: int | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`hf_generate`'s tokens ``(B, T)`` and the logits ``(B, T, vocab)`` each token was chosen
+    from (NaN after a stop at EOS): what the token rule needs to tell a decided step from a tie."""
     pad = model.config.get_text_config().pad_token_id
     config = GenerationConfig(
-        do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id, pad_token_id=pad
+        do_sample=False,
+        max_new_tokens=max_new_tokens,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad,
+        output_logits=True,
+        return_dict_in_generate=True,
     )
-    rows = []
+    tokens, logits = [], []
     for row in range(prompt.input_ids.shape[0]):
         alone = prompt.row(row)
-        new = model.generate(**alone.hf_kwargs(), generation_config=config)[0, alone.input_ids.shape[1] :]
-        rows.append(torch.cat((new, torch.full((max_new_tokens - new.numel(),), pad, dtype=new.dtype))))
-    return torch.stack(rows)
+        output = model.generate(**alone.hf_kwargs(), generation_config=config)
+        new = output.sequences[0, alone.input_ids.shape[1] :]
+        missing = max_new_tokens - new.numel()
+        tokens.append(torch.cat((new, torch.full((missing,), pad, dtype=new.dtype))))
+        steps = torch.cat(output.logits)
+        logits.append(torch.cat((steps, torch.full((missing, steps.shape[-1]), torch.nan, dtype=steps.dtype))))
+    return torch.stack(tokens), torch.stack(logits)
 
 
 @torch.no_grad()

@@ -20,11 +20,12 @@ from ..spec import text_module
 from . import tolerances
 from .hf import (
     hf_decode_logits,
-    hf_generate,
+    hf_greedy,
     hf_rope,
     paired_hidden_states,
     paired_kv,
 )
+from .parity_numerics import decision_rows, greedy_rows
 from .report import Row
 from .samples import Prompt
 
@@ -144,12 +145,17 @@ def cache_rows(stage: str, ours: Any, reference: Any) -> list[Row]:
 
 
 def logits_rows(ours: torch.Tensor, theirs: torch.Tensor, dtype: torch.dtype) -> list[Row]:
-    """Last-token logits ``(B, vocab)`` and the argmax of every row."""
-    flips = int((ours.argmax(-1) != theirs.argmax(-1)).sum())
+    """Last-token logits ``(B, vocab)`` and the argmax of every row whose top-2 gap is decided (the
+    token rule, :mod:`.metrics`; tied rows reported)."""
     return [
         stage_row("prefill logits", "last valid token per row", ours, theirs, dtype),
-        count_row("prefill logits", "argmax agreement", "rows with another argmax", flips),
+        *_argmax_rows("prefill logits", "argmax of each row", ours, theirs, lambda row: f"row {row}"),
     ]
+
+
+def _argmax_rows(stage: str, check: str, ours: torch.Tensor, theirs: torch.Tensor, names: Any) -> list[Row]:
+    bound = tolerances.token_bound(theirs)
+    return decision_rows(stage, check, ours, theirs, bound, f"2 x the logits tolerance ({bound:.3g})", names)
 
 
 def runtime_decode(runtime: StaticGemma4Runtime, tokens: torch.Tensor) -> torch.Tensor:
@@ -175,7 +181,7 @@ def decode_rows(
     model: Any, runtime: StaticGemma4Runtime, prompt: Prompt, tokens: torch.Tensor, dtype: torch.dtype
 ) -> list[Row]:
     """Feed ``tokens (B, T)`` through ``runtime.decode_one`` (after its prefill of ``prompt``) and
-    through HF's ``DynamicCache`` row by row; per row the logits and the argmax of each step."""
+    through HF's ``DynamicCache`` row by row; per row the logits and the argmax of each decided step."""
     ours, reference = runtime_decode(runtime, tokens), hf_decode_logits(model, prompt, tokens)
     rows = []
     for row, (mine, theirs) in enumerate(zip(ours, reference, strict=True)):
@@ -183,21 +189,19 @@ def decode_rows(
         if not logits.passed and mine.shape == theirs.shape:  # name the first step beyond tolerance
             step = int(((mine - theirs).abs().amax(dim=-1) > logits.tolerance).float().argmax())
             logits = dataclasses.replace(logits, check=f"{logits.check} [first: step {step}]")
-        flips = int((mine.argmax(-1) != theirs.argmax(-1)).sum())
-        rows += [logits, count_row("decode steps", f"row {row} argmax", "steps with another argmax", flips)]
+        rows += [logits, *_argmax_rows("decode steps", f"row {row} argmax", mine, theirs, lambda step: f"step {step}")]
     return rows
 
 
 def generation_rows(
     model: Any, runtime: StaticGemma4Runtime, prompt: Prompt, *, max_new_tokens: int, eos_token_id: int | None = None
 ) -> list[Row]:
-    """Greedy ``runtime.generate`` vs HF ``generate`` (batch-1 calls), one row per prompt row."""
+    """Greedy ``runtime.generate`` vs HF ``generate`` (batch-1 calls): no row may leave HF's tokens at
+    a step whose top-2 gap is decided (the token rule; tied divergences reported)."""
     ours = runtime_generate(runtime, prompt, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
-    theirs = hf_generate(model, prompt, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
-    return [
-        count_row("generation", f"row {row}", "tokens not matched", int((mine != reference).sum()))
-        for row, (mine, reference) in enumerate(zip(ours, theirs, strict=True))
-    ]
+    theirs, logits = hf_greedy(model, prompt, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
+    check = f"{ours.shape[0]} rows x {max_new_tokens} tokens vs HF generate"
+    return greedy_rows("generation", check, ours, theirs, logits, tolerances.token_bound(logits))
 
 
 def export_rows(cases: list[StageCase]) -> list[Row]:

@@ -4,53 +4,138 @@ own same-dtype metrics beside ours) gated by :mod:`.gates`, and the mask value's
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from . import tolerances
 from .gates import MASKED_WEIGHT_BOUND, Gate
-from .metrics import matched_prefix, measure, top_k_agreement
+from .metrics import compare_greedy, gaps, margin_shift, measure, top_k_check, ulp
 from .report import Row
 
 UNGATED = math.inf  # an error metric reported beside the gated ones; fails only when not a number
 
 
 def metric_rows(
+    stage: str, check: str, ours: torch.Tensor, hf: torch.Tensor, reference: torch.Tensor, gate: Gate
+) -> list[Row]:
+    """SQNR and cosine (gated), max abs error and PEIR (reported) of ``ours`` and of HF's same-dtype
+    output ``hf`` against the float64 ``reference``."""
+    mine, theirs = measure(ours, reference), measure(hf, reference)
+    return [
+        Row(stage, check, "SQNR dB", mine.sqnr_db, gate.sqnr_db, higher_is_better=True, hf=theirs.sqnr_db),
+        Row(stage, check, "cosine", mine.cosine, gate.cosine, higher_is_better=True, hf=theirs.cosine),
+        Row(stage, check, "max abs error", mine.max_abs, UNGATED, hf=theirs.max_abs),
+        Row(stage, check, "PEIR", mine.peir, UNGATED, hf=theirs.peir),
+    ]
+
+
+def token_rows(
     stage: str,
     check: str,
     ours: torch.Tensor,
     hf: torch.Tensor,
     reference: torch.Tensor,
     gate: Gate,
-    *,
-    logits: str | None = None,
+    names: Callable[[int], str],
 ) -> list[Row]:
-    """SQNR and cosine (gated), max abs error and PEIR (reported) of ``ours`` and of HF's same-dtype
-    output ``hf`` against the float64 ``reference``; for ``logits (N, vocab)`` (``"prefill"`` or
-    ``"decode"``) also top-1 and top-5 agreement, gated with that stage's top-1 threshold."""
-    mine, theirs = measure(ours, reference), measure(hf, reference)
-    rows = [
-        Row(stage, check, "SQNR dB", mine.sqnr_db, gate.sqnr_db, higher_is_better=True, hf=theirs.sqnr_db),
-        Row(stage, check, "cosine", mine.cosine, gate.cosine, higher_is_better=True, hf=theirs.cosine),
-        Row(stage, check, "max abs error", mine.max_abs, UNGATED, hf=theirs.max_abs),
-        Row(stage, check, "PEIR", mine.peir, UNGATED, hf=theirs.peir),
+    """The token rule (:mod:`.metrics`) of a low-precision profile on logits ``(N, vocab)``: the margin
+    shift in ulps, gated at the profile's bound (the rule's premise), then :func:`decision_rows` for
+    top-1 and top-5. HF's same-dtype figures beside ours, under the same rule."""
+    units = ulp(gate.dtype, reference.double().abs().amax(dim=-1))
+    shifts = [float((margin_shift(logits, reference) / units).max()) for logits in (ours, hf)]
+    bound = gate.token_bound(reference)
+    return [
+        Row(stage, check, "margin shift (ulps)", shifts[0], gate.margin_ulps, hf=shifts[1]),
+        *decision_rows(stage, check, ours, reference, bound, f"{gate.margin_ulps:g} ulps", names, hf=hf, ks=(1, 5)),
     ]
-    if logits is not None:
-        top1 = gate.top1 if logits == "prefill" else gate.decode_top1
-        for k, threshold in ((1, top1), (5, gate.top5)):
-            ours_k, hf_k = top_k_agreement(ours, reference, k), top_k_agreement(hf, reference, k)
-            rows.append(Row(stage, check, f"top-{k} agreement", ours_k, threshold, higher_is_better=True, hf=hf_k))
+
+
+def decision_rows(
+    stage: str,
+    check: str,
+    ours: torch.Tensor,
+    reference: torch.Tensor,
+    bound: torch.Tensor | float,
+    bound_text: str,
+    names: Callable[[int], str],
+    *,
+    hf: torch.Tensor | None = None,
+    ks: tuple[int, ...] = (1,),
+) -> list[Row]:
+    """Per ``k`` of ``ks``: the decided top-k tokens of ``reference (N, vocab)`` that ``ours`` misses
+    (tolerance 0; :func:`~.metrics.top_k_check` with gap bound ``bound``), and after top-1 the rows tied
+    at this precision (reported, the three closest named by ``names(row)`` with their gaps)."""
+    rows = []
+    for k in ks:
+        mine = top_k_check(ours, reference, k, bound)
+        theirs = None if hf is None else top_k_check(hf, reference, k, bound).missed
+        tokens = len(reference) * k
+        metric = "top-1 disagreements" if k == 1 else f"top-{k} tokens missed"
+        decided = f"{check}, {mine.decided} of {tokens} decided"
+        rows.append(Row(stage, decided, metric, mine.missed, tolerances.EXACT, hf=theirs))
+        if k == 1:
+            gap = gaps(reference, 1)
+            tied = sorted(mine.tied, key=lambda row: float(gap[row]))
+            closest = ", ".join(f"{names(row)} ({float(gap[row]):.3g})" for row in tied[:3])
+            where = f"{check}, top-2 gap <= {bound_text}" + (f"; closest {closest}" if tied else "")
+            rows.append(Row(stage, where, "tied at this precision", len(tied), UNGATED))
     return rows
 
 
-def prefix_row(
-    stage: str, check: str, ours: torch.Tensor, hf: torch.Tensor, reference: torch.Tensor, gate: Gate
-) -> Row:
-    """Greedy tokens ``(B, T)`` (the generated ones only): the matched prefix against float64's,
-    gated at ``min(gate, T)`` (reported only where the profile does not gate it)."""
-    value, theirs = matched_prefix(ours, reference), matched_prefix(hf, reference)
-    threshold = -math.inf if gate.matched_prefix is None else min(gate.matched_prefix, ours.shape[1])
-    return Row(stage, check, "matched prefix", value, threshold, higher_is_better=True, hf=theirs)
+def sample_gap_row(stage: str, reference: torch.Tensor, gate: Gate) -> Row:
+    """The float64 top-2 gaps of the sample rows ``(B, vocab)``, in logits and in ulps of the profile,
+    and how many of them are decided (reported: a knife-edge sample decides nothing)."""
+    units = ulp(gate.dtype, reference.double().abs().amax(dim=-1))
+    gap = gaps(reference, 1)
+    listed = ", ".join(
+        f"{float(value):.3g} ({float(value / unit):.1f} ulps)" for value, unit in zip(gap, units, strict=True)
+    )
+    decided = int((gap > gate.token_bound(reference)).sum())
+    check = f"float64 top-2 gaps {listed}: {decided} of {len(gap)} decided"
+    return Row(stage, check, "smallest gap (ulps)", float((gap / units).min()), -math.inf, higher_is_better=True)
+
+
+def greedy_rows(
+    stage: str,
+    check: str,
+    ours: torch.Tensor,
+    reference: torch.Tensor,
+    reference_logits: torch.Tensor,
+    bound: torch.Tensor | float,
+    *,
+    hf: torch.Tensor | None = None,
+) -> list[Row]:
+    """Greedy tokens ``(B, T)`` (the generated ones only) against the reference's, whose logits at
+    each step are ``reference_logits (B, T, vocab)``: no row may leave the reference at a decided step
+    (top-2 gap beyond ``bound``, per step or one value; tolerance 0); divergences at tied steps are
+    counted and named (that row's continuation then differs and is not compared); the matched prefix
+    is reported. HF's same-dtype figures beside ours when ``hf`` is given."""
+    mine = compare_greedy(ours, reference, reference_logits, bound)
+    theirs = None if hf is None else compare_greedy(hf, reference, reference_logits, bound)
+    first = "".join(f" [first: row {row} step {step}, gap {gap:.3g}]" for row, step, gap in mine.decided[:1])
+    tied = ", ".join(f"row {row} step {step} ({gap:.3g})" for row, step, gap in mine.tied) or "no step"
+    return [
+        Row(
+            stage,
+            check + first,
+            "decided divergences",
+            len(mine.decided),
+            tolerances.EXACT,
+            hf=None if theirs is None else len(theirs.decided),
+        ),
+        Row(stage, f"{check}, tied at {tied}", "tied divergences", len(mine.tied), UNGATED),
+        Row(
+            stage,
+            check,
+            "matched prefix",
+            mine.matched_prefix,
+            -math.inf,
+            higher_is_better=True,
+            hf=None if theirs is None else theirs.matched_prefix,
+        ),
+    ]
 
 
 def score_bound(layers: Any, sources: tuple[int, ...]) -> float:

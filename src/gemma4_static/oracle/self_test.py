@@ -3,13 +3,17 @@ checks caught it. A fault no check catches means the suite has a blind spot: the
 
 from __future__ import annotations
 
+import sys
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .catalogue import CATALOGUE
+import torch
+
+from .catalogue import CATALOGUE, faults_named
 from .faults import Fault
 from .report import Row
 from .verify import CHECKS, run_verification
@@ -41,28 +45,33 @@ def run_self_test(
     *,
     faults: tuple[Fault, ...] = CATALOGUE,
     checks: tuple[str, ...] = tuple(CHECKS),
+    dtype: torch.dtype = torch.float32,
     on_result: Callable[[FaultResult], None] = lambda result: None,
 ) -> tuple[list[Row], list[FaultResult]]:
     """The fault-free run's rows (all must pass for the results to mean anything), then one
-    :class:`FaultResult` per fault, each from a fresh verification of ``model`` with ``checks``."""
-    baseline = run_verification(model, export=False, checks=checks)
+    :class:`FaultResult` per fault, each from a fresh verification of ``model`` with ``checks`` in
+    the profile ``dtype`` (a low-precision profile: its gates, so a fault must stand out of that
+    precision's noise)."""
+    baseline = run_verification(model, dtype=dtype, export=False, checks=checks)
     results = []
     for fault in faults:
         if fault.needs_vision and getattr(model.model, "vision_tower", None) is None:
             result = FaultResult(fault, applicable=False)
         else:
-            result = run_fault(fault, model, checks)
+            result = run_fault(fault, model, checks, dtype)
         on_result(result)
         results.append(result)
     return baseline, results
 
 
-def run_fault(fault: Fault, model: Any, checks: tuple[str, ...] = tuple(CHECKS)) -> FaultResult:
-    """One verification of ``model`` with ``fault`` injected (export left out: it replays the stages'
-    own eager output, so it cannot see a fault)."""
+def run_fault(
+    fault: Fault, model: Any, checks: tuple[str, ...] = tuple(CHECKS), dtype: torch.dtype = torch.float32
+) -> FaultResult:
+    """One verification of ``model`` in profile ``dtype`` with ``fault`` injected (export left out: it
+    replays the stages' own eager output, so it cannot see a fault)."""
     with fault.injected():
         try:
-            rows = run_verification(model, export=False, checks=checks)
+            rows = run_verification(model, dtype=dtype, export=False, checks=checks)
         except Exception as error:  # a port that crashes is caught too, unless the crash is the oracle's
             where = _raised_in(error)
             return FaultResult(
@@ -96,3 +105,38 @@ def format_result(result: FaultResult) -> str:
         return f"MISSED  {name:<30} no check failed: {result.fault.bug}"
     first = result.failed[0]
     return f"CAUGHT  {name:<30} by {len(result.failed)} rows, first: {first.stage} / {first.check}"
+
+
+def self_test_command(
+    model: Any, name: str, fault_names: list[str] | None, checks: tuple[str, ...], dtype: torch.dtype, started: float
+) -> int:
+    """``verify --self-test``: prints a line per fault; exit 0 when the fault-free run passes and every
+    applicable fault is caught, 1 otherwise."""
+    faults = faults_named(fault_names)
+    profile = str(dtype).removeprefix("torch.")
+    print(
+        f"gemma4-static verify --self-test: {name} ({profile}), {len(faults)} faults, checks {', '.join(checks)}",
+        flush=True,
+    )
+    baseline, results = run_self_test(
+        model,
+        faults=faults,
+        checks=checks,
+        dtype=dtype,
+        on_result=lambda result: print(format_result(result), flush=True),
+    )
+    broken = [row for row in baseline if not row.passed]
+    broken_checks = [result.fault.name for result in results if result.oracle_crashed]
+    missed = [result.fault.name for result in results if not result.passed and not result.oracle_crashed]
+    caught = sum(result.caught for result in results)
+    elapsed = time.perf_counter() - started
+    print(
+        f"self-test: {caught} of {len(results)} faults caught, {len(missed) + len(broken_checks)} not ({elapsed:.1f} s)"
+    )
+    if broken:
+        print(f"self-test: the fault-free run already fails {len(broken)} rows; fix those first", file=sys.stderr)
+    if missed:
+        print(f"self-test: no check catches {missed}", file=sys.stderr)
+    if broken_checks:
+        print(f"self-test: the checks themselves raised under {broken_checks}", file=sys.stderr)
+    return 1 if broken or missed or broken_checks else 0

@@ -30,6 +30,13 @@ EXPORT_RELATIVE = 1e-6
 EXACT = 0.0
 
 
+def token_bound(reference: torch.Tensor) -> float:
+    """The token rule's gap bound in float32 (:mod:`.metrics`): the logits rows hold every logit of
+    ``reference (..., vocab)`` (HF float32) to :func:`relative`, so a gap between two moves by at most
+    twice that; a wider top-2 gap is decided. Steps HF never computed (NaN after EOS) are skipped."""
+    return 2 * relative(torch.float32, torch.nan_to_num(reference, nan=0.0))
+
+
 def scaled(factor: float, reference: torch.Tensor) -> float:
     """``factor * max(1, max |reference|)``: an absolute bound for values of ``reference``'s magnitude."""
     return factor * max(1.0, float(reference.float().abs().max())) if reference.numel() else factor

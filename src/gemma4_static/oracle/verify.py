@@ -85,14 +85,13 @@ def decode_rows(session: Session) -> Iterator[Row]:
         generated = parity.generation_rows(session.model, runtime, prompt, max_new_tokens=steps)
     logits = [row for row in rows if row.metric == "max abs diff"]
     yield merge(logits, "decode steps", f"{batch} rows x {steps} steps, logits")
-    yield merge(generated, "generation", f"{batch} rows x {steps} greedy tokens vs HF generate")
+    yield from generated
 
 
 def chunked_prefill_rows(session: Session) -> Iterator[Row]:
-    """float32: a text prompt longer than two windows prefilled in chunks of ``W + 1`` over the ring
-    caches, against HF: the logits and the K/V of every row and producing layer."""
-    if session.dtype != torch.float32:
-        return
+    """A text prompt longer than two windows prefilled in chunks of ``W + 1`` over the ring caches,
+    against HF: the logits and the K/V of every row and producing layer (low precision: against
+    float64, :func:`.verify_numerics.chunked_prefill_rows`)."""
     window, chunk = session.window, session.window + 1
     prompt = text_prompt(session.config, [2 * window + 3, max(1, window - 1)], seed=3)
     max_seq = -(-(2 * window + 3) // chunk) * chunk
@@ -100,11 +99,14 @@ def chunked_prefill_rows(session: Session) -> Iterator[Row]:
         session.model, max_seq=max_seq, batch_size=2, prefill_chunk=chunk, backend=session.backend
     )
     ours = runtime.prefill(prompt.input_ids, prompt.attention_mask)
+    check = f"chunks of {chunk}"
+    if session.dtype != torch.float32:
+        yield from verify_numerics.chunked_prefill_rows(session, runtime, prompt, ours, check)
+        return
     theirs = hf_prefill(session.model, prompt).logits[torch.arange(2), prompt.last_index]
-    check = f"chunks of {chunk}, logits of the last valid tokens"
-    yield parity.stage_row("chunked prefill", check, ours, theirs, session.dtype)
+    yield parity.stage_row("chunked prefill", f"{check}, logits of the last valid tokens", ours, theirs, session.dtype)
     kv = parity.kv_rows(runtime, session.model, prompt, session.dtype)
-    yield merge(kv, "chunked prefill", f"chunks of {chunk}, K/V of every row vs HF cache")
+    yield merge(kv, "chunked prefill", f"{check}, K/V of every row vs HF cache")
 
 
 def mask_value_rows(session: Session) -> Iterator[Row]:

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from operator import attrgetter
+from typing import Any
 
 import torch
 
 from ..spec import text_module
 from . import parity, parity_numerics
 from .gates import GATES
-from .hf import hf_decode_logits, hf_generate, paired_hidden_states, paired_kv
+from .hf import hf_decode_logits, hf_generate, hf_greedy, hf_prefill, paired_hidden_states, paired_kv
 from .overflow import recorded_ranges
 from .report import Row, merge_by
+from .samples import Prompt
 from .session import LAYER_GROUP, Session
 
 
@@ -63,6 +65,31 @@ def layer_rows(session: Session) -> Iterator[Row]:
         group = [row for rows in layers[start : start + LAYER_GROUP] for row in rows]
         yield from merge_by(group, attrgetter("metric"), f"layers {start}-{start + LAYER_GROUP - 1} hidden states")
     runtime, prompt = session.runtime, session.prompt
+    yield from _kv_rows(session, "KV cache", runtime, prompt, "")
+    rows_index = torch.arange(valid.shape[0])
+    reference = session.reference.logits[rows_index, prompt.last_index]
+    hf = session.theirs.logits[rows_index, prompt.last_index]
+    check = "last valid token per row"
+    yield from parity_numerics.metric_rows("prefill logits", check, session.ours.logits, hf, reference, gate)
+    yield parity_numerics.sample_gap_row("prefill logits", reference, gate)
+    final = session.ours.hidden_states[-1][:, : valid.shape[1]]
+    every = runtime.stages.lm_head(final)[valid]
+    positions = valid.nonzero().tolist()
+    yield from parity_numerics.token_rows(
+        "prefill logits",
+        f"every valid position ({len(positions)})",
+        every,
+        session.theirs.logits[valid],
+        session.reference.logits[valid],
+        gate,
+        lambda index: "row {} position {}".format(*positions[index]),
+    )
+
+
+def _kv_rows(session: Session, stage: str, runtime: Any, prompt: Prompt, prefix: str) -> Iterator[Row]:
+    """K and V of every producing layer and row of ``runtime``'s cache after prefilling ``prompt``,
+    against HF's caches (float64 and same dtype), merged per kind and metric."""
+    gate = GATES[session.dtype]
     kv_ref = paired_kv(runtime.cache, session.reference_model, prompt)
     kv_hf = paired_kv(runtime.cache, session.model, prompt)
     for kind in ("K", "V"):
@@ -70,15 +97,27 @@ def layer_rows(session: Session) -> Iterator[Row]:
             row
             for (name, mine, reference), (_, _, hf) in zip(kv_ref, kv_hf, strict=True)
             if name.endswith(kind)
-            for row in parity_numerics.metric_rows("KV cache", name, mine, hf, reference, gate)
+            for row in parity_numerics.metric_rows(stage, name, mine, hf, reference, gate)
         ]
-        yield from merge_by(rows, attrgetter("metric"), f"{kind} of every producing layer and row")
-    rows_index = torch.arange(valid.shape[0])
-    reference = session.reference.logits[rows_index, prompt.last_index]
-    hf = session.theirs.logits[rows_index, prompt.last_index]
-    yield from parity_numerics.metric_rows(
-        "prefill logits", "last valid token per row", session.ours.logits, hf, reference, gate, logits="prefill"
+        yield from merge_by(rows, attrgetter("metric"), f"{prefix}{kind} of every producing layer and row")
+
+
+def chunked_prefill_rows(
+    session: Session, runtime: Any, prompt: Prompt, ours: torch.Tensor, check: str
+) -> Iterator[Row]:
+    """A chunked prefill's last-token logits ``ours (B, vocab)`` and its cache against float64 (HF's
+    same-dtype figures beside), the logits under the token rule too."""
+    gate, rows = GATES[session.dtype], torch.arange(prompt.input_ids.shape[0])
+    reference, hf = (
+        hf_prefill(model, prompt).logits[rows, prompt.last_index] for model in (session.reference_model, session.model)
     )
+    stage = "chunked prefill"
+    yield from parity_numerics.metric_rows(stage, f"{check}, last valid token per row", ours, hf, reference, gate)
+    bound, text = gate.token_bound(reference), f"{gate.margin_ulps:g} ulps"
+    yield from parity_numerics.decision_rows(
+        stage, check, ours, reference, bound, text, lambda row: f"row {row}", hf=hf
+    )
+    yield from _kv_rows(session, stage, runtime, prompt, f"{check}, ")
 
 
 def decode_rows(session: Session, tokens: torch.Tensor) -> Iterator[Row]:
@@ -90,11 +129,15 @@ def decode_rows(session: Session, tokens: torch.Tensor) -> Iterator[Row]:
     models = (("hf", session.model), ("ref", session.reference_model))
     decoded = {name: hf_decode_logits(model, prompt, tokens) for name, model in models}
     flat = [logits.flatten(0, 1) for logits in (ours, decoded["hf"], decoded["ref"])]
-    yield from parity_numerics.metric_rows(
-        "decode steps", f"{batch} rows x {steps} steps", *flat, gate, logits="decode"
+    check = f"{batch} rows x {steps} steps"
+    yield from parity_numerics.metric_rows("decode steps", check, *flat, gate)
+    yield from parity_numerics.token_rows(
+        "decode steps", check, *flat, gate, lambda index: f"row {index // steps} step {index % steps}"
     )
     with recorded_ranges(runtime, session.ranges):
         generated = parity.runtime_generate(runtime, prompt, max_new_tokens=steps)
-    greedy = {name: hf_generate(model, prompt, max_new_tokens=steps, eos_token_id=None) for name, model in models}
+    hf_tokens = hf_generate(session.model, prompt, max_new_tokens=steps, eos_token_id=None)
+    tokens, logits = hf_greedy(session.reference_model, prompt, max_new_tokens=steps, eos_token_id=None)
+    bound = gate.token_bound(logits.flatten(0, 1)).view(tokens.shape)
     check = f"{batch} rows x {steps} greedy tokens vs float64 generate"
-    yield parity_numerics.prefix_row("generation", check, generated, greedy["hf"], greedy["ref"], gate)
+    yield from parity_numerics.greedy_rows("generation", check, generated, tokens, logits, bound, hf=hf_tokens)

@@ -1,0 +1,54 @@
+"""The low-precision gates under every kernel set this CPU can run (``gemma4-static kernels``): the
+numerics lane and ``verify --dtype bfloat16/float16`` in new processes started under each set, since
+the kernels are chosen at process start. A set the CPU lacks is skipped with the flag it misses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemma4_static.oracle.kernel_sets import KERNEL_SETS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.kernels
+
+
+def _run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+
+
+@pytest.fixture(params=list(KERNEL_SETS))
+def kernel_set(request: pytest.FixtureRequest):
+    kernel_set = KERNEL_SETS[request.param]
+    reason = kernel_set.unsupported()
+    if reason is not None:
+        pytest.skip(reason)
+    return kernel_set
+
+
+def test_numerics_lane_passes_under_the_kernel_set(kernel_set, report):
+    # a plain process, not an xdist worker: intra-op threads as a user's run has them
+    env = {key: value for key, value in kernel_set.environment().items() if not key.startswith("PYTEST_XDIST")}
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0", "--gemma4-numerics"]
+    lane = _run([*command, "tests/parity/test_numerics.py"], env)
+    summary = lane.stdout.strip().splitlines()[-1] if lane.stdout.strip() else lane.stderr[-2000:]
+    assert lane.returncode == 0, lane.stdout[-4000:] + lane.stderr[-2000:]
+    assert "failed" not in summary and "passed" in summary
+    report(f"{kernel_set.name}: numerics lane {summary}")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_verify_passes_under_the_kernel_set(kernel_set, dtype, report):
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_XDIST")}
+    verify = [sys.executable, "-m", "gemma4_static", "verify", "--dtype", dtype, "--no-export"]
+    result = _run([*verify, "--kernel-set", kernel_set.name], env)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    header, summary = result.stdout.splitlines()[0], result.stdout.strip().splitlines()[-1]
+    aten = kernel_set.aten or ""
+    assert f"kernel set {kernel_set.name}, ATen {aten}" in header, header
+    report(f"{kernel_set.name} {dtype}: {summary}")
