@@ -1,8 +1,9 @@
 """The low-precision profiles' metrics on the default models, as the README's tables.
 
 Runs ``verify``'s dtype-dependent checks for each model and profile (ours and HF in the same dtype,
-both against HF in float64) and prints, per stage kind, the worst SQNR and cosine, the logits'
-top-1 / top-5 agreement and the greedy matched prefix; then the fp16 headroom of every stage and
+both against HF in float64) and prints, per stage kind, the worst SQNR and cosine and, for logits,
+the token rule's figures (margin shift in ulps, decided top-1 rows and disagreements); the greedy
+tokens' decided and tied divergences and matched prefix; then the fp16 headroom of every stage and
 layer (``65504 / max |activation|`` over prefill, decode and generation).
 
     python benchmarks/numerics_table.py [--models tiny e2b-geometry]
@@ -18,16 +19,39 @@ from gemma4_static.oracle.gates import GATES
 from gemma4_static.oracle.models import build_default_model
 from gemma4_static.oracle.verify import run_verification
 
-CHECKS = ("inputs", "mask-value", "layers", "decode", "overflow")
-KINDS = ("token embedding", "PLE", "vision prefill", "decoder layers", "KV cache", "prefill logits", "decode steps")
+CHECKS = ("inputs", "mask-value", "layers", "chunked-prefill", "decode", "overflow")
+KINDS = (
+    "token embedding",
+    "PLE",
+    "vision prefill",
+    "decoder layers",
+    "KV cache",
+    "prefill logits",
+    "chunked prefill",
+    "decode steps",
+)
 
 
 def _worst(rows, stage: str, metric: str) -> str:
     chosen = [row for row in rows if row.stage == stage and row.metric == metric]
     if not chosen:
         return "-"
-    row = min(chosen, key=lambda row: row.value)
-    return f"{row.value:.4g} \\| {row.hf:.4g}"
+    row = (
+        max(chosen, key=lambda row: row.value) if metric in WORST_IS_LARGEST else min(chosen, key=lambda row: row.value)
+    )
+    return f"{row.value:.4g} \\| {row.hf:.4g}" if row.hf is not None else f"{row.value:.4g}"
+
+
+def _decided(rows, stage: str) -> str:
+    """``disagreements | HF's (decided of all)`` of the top-1 row."""
+    chosen = [row for row in rows if row.stage == stage and row.metric == "top-1 disagreements"]
+    if not chosen:
+        return "-"
+    row = chosen[-1]
+    return f"{row.value:g} \\| {row.hf:g} ({row.check.rsplit(', ', 1)[1]})"
+
+
+WORST_IS_LARGEST = ("margin shift (ulps)", "decided divergences", "tied divergences")
 
 
 def main() -> None:
@@ -35,7 +59,7 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["tiny", "e2b-geometry"])
     args = parser.parse_args()
     headroom: dict[str, dict[str, float]] = {}
-    print("| model | profile | stage | SQNR dB | cosine | top-1 | top-5 |")
+    print("| model | profile | stage | SQNR dB | cosine | margin shift (ulps) | top-1 disagreements (decided) |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for name in args.models:
         model = build_default_model(name)
@@ -45,13 +69,13 @@ def main() -> None:
             for stage in KINDS:
                 if not any(row.stage == stage for row in rows):
                     continue
-                cells = [
-                    _worst(rows, stage, metric)
-                    for metric in ("SQNR dB", "cosine", "top-1 agreement", "top-5 agreement")
-                ]
-                print(f"| {name} | {label} | {stage} | " + " | ".join(cells) + " |")
-            prefix = _worst(rows, "generation", "matched prefix")
-            print(f"| {name} | {label} | greedy tokens: matched prefix {prefix} | | | | |")
+                cells = [_worst(rows, stage, metric) for metric in ("SQNR dB", "cosine", "margin shift (ulps)")]
+                print(f"| {name} | {label} | {stage} | " + " | ".join(cells) + f" | {_decided(rows, stage)} |")
+            greedy = ", ".join(
+                f"{metric} {_worst(rows, 'generation', metric)}"
+                for metric in ("decided divergences", "tied divergences", "matched prefix")
+            )
+            print(f"| {name} | {label} | greedy tokens: {greedy} | | | | |")
             if dtype == torch.float16:
                 headroom[name] = {
                     row.check.split(",")[0]: row.tolerance / row.value for row in rows if row.stage == "overflow"

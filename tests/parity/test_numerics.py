@@ -69,6 +69,19 @@ def test_a_rope_shift_fails_the_gates(tiny_model):
     assert ("RoPE", "full_attention float16") in failed and ("KV cache", "K") in failed
 
 
+@pytest.mark.numerics
+@pytest.mark.parametrize("fault", ["layer-scalar-missing", "attention-scaled-by-head-dim", "k-norm-weight-dropped"])
+def test_a_porting_bug_flips_decided_bf16_tokens(tiny_model, fault, report):
+    """The token rule lets no real flip through: these catalogued bugs carry some bf16 top-1 tokens
+    past float64 gaps wider than the profile's bound (3.25 logits), and those rows fail; the
+    fault-free run decides the same rows and agrees on all (``test_tiny_profiles_pass_their_gates``)."""
+    with faults_named([fault])[0].injected():
+        rows = run_verification(tiny_model, dtype=torch.bfloat16, export=False, checks=("layers", "decode"))
+    flips = [row for row in rows if row.metric == "top-1 disagreements" and not row.passed]
+    assert flips, [format_row(row) for row in rows if row.metric == "top-1 disagreements"]
+    report(f"bf16 {fault}: " + "; ".join(f"{row.stage} {row.value:g} ({row.check})" for row in flips))
+
+
 def test_fp16_finfo_min_makes_no_nan_but_is_flagged(tiny_model):
     """With finfo(fp16).min the torch backend stays finite (its SDPA adds the mask in fp32). The
     mask-value row is exact about fp16 arithmetic: min - score rounds back to min while the score

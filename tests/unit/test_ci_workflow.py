@@ -35,10 +35,12 @@ def test_workflow_installs_and_tests_as_the_readme_says():
     workflow = WORKFLOW.read_text()
     assert f"run: {install}" in workflow
     assert (
-        ".venv/bin/pytest -n auto --hypothesis-profile=ci --gemma4-self-test --gemma4-executorch --gemma4-numerics"
-        in workflow
+        ".venv/bin/pytest -n auto --hypothesis-profile=ci "
+        "--gemma4-self-test --gemma4-executorch --gemma4-numerics --gemma4-kernels" in workflow
     )
-    assert test_command.endswith("--gemma4-self-test --gemma4-executorch --gemma4-numerics")  # every slow lane in CI
+    assert test_command.endswith(
+        "--gemma4-self-test --gemma4-executorch --gemma4-numerics --gemma4-kernels"
+    )  # every slow lane in CI
     assert ".venv/bin/gemma4-static verify --json verify-report.json" in workflow
     assert "--hypothesis-profile=fuzz" in workflow and "path: .hypothesis" in workflow
     assert main_job.endswith(".venv/bin/gemma4-static verify")
@@ -55,3 +57,15 @@ def test_the_test_command_turns_on_every_slow_lane():
 
     test_command = _readme_commands()[1]
     assert [option for option in OPT_IN_LANES if option not in test_command.split()] == []
+
+
+def test_ci_runs_the_suite_under_every_kernel_set():
+    """The CI matrix names every kernel set the project defines, each selected by the project's own
+    `gemma4-static kernels --env` (so CI and the kernels lane cannot drift apart)."""
+    from gemma4_static.oracle.kernel_sets import KERNEL_SETS
+
+    workflow = WORKFLOW.read_text()
+    matrix = re.search(r"kernel-set: \[(.*?)\]", workflow)
+    assert matrix is not None and [name.strip() for name in matrix.group(1).split(",")] == list(KERNEL_SETS)
+    assert "gemma4-static kernels --env ${{ matrix.kernel-set }}" in workflow
+    assert "--kernel-set ${{ matrix.kernel-set }}" in workflow

@@ -22,7 +22,8 @@ NUMBERS = st.one_of(
 
 @st.composite
 def bad_parts(draw, tmp: str) -> list[str]:
-    kind = draw(st.sampled_from(["flag", "steps", "max-seq", "config", "dtype", "checkpoint", "json", "command"]))
+    kinds = ["flag", "steps", "max-seq", "config", "dtype", "checkpoint", "json", "kernel-set", "command"]
+    kind = draw(st.sampled_from(kinds))
     if kind == "flag":
         return [draw(st.sampled_from(["--nope", "-x", "--steps=", "--json", "--max-seq"]))]
     if kind in ("steps", "max-seq"):
@@ -33,6 +34,8 @@ def bad_parts(draw, tmp: str) -> list[str]:
         return ["--dtype", draw(st.sampled_from(["float16x", "fp32", "int8", ""]))]
     if kind == "checkpoint":
         return ["--checkpoint", draw(st.sampled_from([f"{tmp}/missing", tmp, f"{tmp}/file.txt", "\x00"]))]
+    if kind == "kernel-set":
+        return ["--kernel-set", draw(st.sampled_from(["avx3", "", "AVX2", "native ", "default"]))]
     if kind == "json":
         return ["--json", draw(st.sampled_from([tmp, f"{tmp}/no/such/dir/r.json", "/proc/version"]))]
     return [draw(st.sampled_from(["verify2", "export", "--version", ""]))]

@@ -70,7 +70,8 @@ def test_verify_passes_on_the_default_model_and_writes_json(tmp_path, capsys):
             "higher_is_better",
             "hf",
         }
-        assert row["status"] == "PASS" and row["value"] <= row["tolerance"] and row["detail"] == ""
+        within = row["value"] >= row["tolerance"] if row["higher_is_better"] else row["value"] <= row["tolerance"]
+        assert row["status"] == "PASS" and within and row["detail"] == ""
 
 
 def test_rope_off_by_one_position_fails_its_rows(monkeypatch, capsys, tmp_path):

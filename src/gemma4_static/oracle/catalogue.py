@@ -110,6 +110,7 @@ CATALOGUE: tuple[Fault, ...] = (
         "gelu-erf",
         "the exact (erf) GELU instead of gelu_pytorch_tanh",
         ((decoder, "gelu_tanh", lambda original: F.gelu),),
+        float32_only="the two GELUs differ by at most 4.7e-4 (at x = -2.7), under half an fp16 ulp of 1",
     ),
     Fault(
         "embedding-unscaled",

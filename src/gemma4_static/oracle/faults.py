@@ -31,6 +31,16 @@ class Fault:
     bug: str
     patches: tuple[Patch, ...]
     needs_vision: bool = False  # only a model with a vision tower (and image prompts) can show it
+    # why a low-precision profile cannot resolve it (checked in float32 only), or None
+    float32_only: str | None = None
+
+    def not_applicable(self, model: Any, dtype: torch.dtype) -> str | None:
+        """Why this fault cannot show on ``model`` in profile ``dtype``, or ``None``."""
+        if self.needs_vision and getattr(model.model, "vision_tower", None) is None:
+            return "the model has no vision tower"
+        if self.float32_only is not None and dtype != torch.float32:
+            return f"below {str(dtype).removeprefix('torch.')}'s resolution: {self.float32_only}"
+        return None
 
     @contextlib.contextmanager
     def injected(self) -> Iterator[None]:

@@ -22,13 +22,13 @@ from .verify import CHECKS, run_verification
 @dataclass(frozen=True)
 class FaultResult:
     """What the checks made of one fault: the rows that failed (data-flow order, so the first is where
-    it was first seen), or the error the runtime raised; ``applicable`` is False when the model lacks
-    the part the fault breaks (e.g. a vision fault on a text-only model)."""
+    it was first seen), or the error the runtime raised; ``not_applicable`` says why the fault cannot
+    show (the model lacks the part it breaks, or the profile's precision cannot resolve it)."""
 
     fault: Fault
     failed: tuple[Row, ...] = ()
     error: str | None = None
-    applicable: bool = True
+    not_applicable: str | None = None  # why the fault cannot show here (no vision tower, below the precision)
     oracle_crashed: bool = False  # the checks themselves raised: nothing was caught, the oracle is broken
 
     @property
@@ -37,7 +37,7 @@ class FaultResult:
 
     @property
     def passed(self) -> bool:
-        return self.caught or not self.applicable
+        return self.caught or self.not_applicable is not None
 
 
 def run_self_test(
@@ -55,8 +55,9 @@ def run_self_test(
     baseline = run_verification(model, dtype=dtype, export=False, checks=checks)
     results = []
     for fault in faults:
-        if fault.needs_vision and getattr(model.model, "vision_tower", None) is None:
-            result = FaultResult(fault, applicable=False)
+        reason = fault.not_applicable(model, dtype)
+        if reason is not None:
+            result = FaultResult(fault, not_applicable=reason)
         else:
             result = run_fault(fault, model, checks, dtype)
         on_result(result)
@@ -95,8 +96,8 @@ def _raised_in(error: BaseException) -> str:
 def format_result(result: FaultResult) -> str:
     """One line per fault: CAUGHT / MISSED / n/a, its name, and what caught it first."""
     name = result.fault.name
-    if not result.applicable:
-        return f"n/a     {name:<30} (the model has no vision tower)"
+    if result.not_applicable is not None:
+        return f"n/a     {name:<30} ({result.not_applicable})"
     if result.oracle_crashed:
         return f"BROKEN  {name:<30} the checks raised, not the runtime: {result.error[:100]}"
     if result.error is not None:
