@@ -38,9 +38,13 @@ class Gate:
     cosine: float
     margin_ulps: float
 
+    def units(self, reference: torch.Tensor) -> torch.Tensor:
+        """``(N,)`` one ulp of ``dtype`` at each row's largest ``|logit|`` of ``reference (N, vocab)``."""
+        return ulp(self.dtype, reference.double().abs().amax(dim=-1))
+
     def token_bound(self, reference: torch.Tensor) -> torch.Tensor:
         """``(N,)`` the bound in logits for reference logits ``(N, vocab)``."""
-        return self.margin_ulps * ulp(self.dtype, reference.double().abs().amax(dim=-1))
+        return self.margin_ulps * self.units(reference)
 
 
 GATES = {

@@ -11,7 +11,7 @@ import torch
 
 from . import tolerances
 from .gates import MASKED_WEIGHT_BOUND, Gate
-from .metrics import compare_greedy, gaps, margin_shift, measure, top_k_check, ulp
+from .metrics import compare_greedy, gaps, margin_shift, measure, top_k_check
 from .report import Row
 
 UNGATED = math.inf  # an error metric reported beside the gated ones; fails only when not a number
@@ -43,9 +43,8 @@ def token_rows(
     """The token rule (:mod:`.metrics`) of a low-precision profile on logits ``(N, vocab)``: the margin
     shift in ulps, gated at the profile's bound (the rule's premise), then :func:`decision_rows` for
     top-1 and top-5. HF's same-dtype figures beside ours, under the same rule."""
-    units = ulp(gate.dtype, reference.double().abs().amax(dim=-1))
+    units, bound = gate.units(reference), gate.token_bound(reference)
     shifts = [float((margin_shift(logits, reference) / units).max()) for logits in (ours, hf)]
-    bound = gate.token_bound(reference)
     return [
         Row(stage, check, "margin shift (ulps)", shifts[0], gate.margin_ulps, hf=shifts[1]),
         *decision_rows(stage, check, ours, reference, bound, f"{gate.margin_ulps:g} ulps", names, hf=hf, ks=(1, 5)),
@@ -87,7 +86,7 @@ def decision_rows(
 def sample_gap_row(stage: str, reference: torch.Tensor, gate: Gate) -> Row:
     """The float64 top-2 gaps of the sample rows ``(B, vocab)``, in logits and in ulps of the profile,
     and how many of them are decided (reported: a knife-edge sample decides nothing)."""
-    units = ulp(gate.dtype, reference.double().abs().amax(dim=-1))
+    units = gate.units(reference)
     gap = gaps(reference, 1)
     listed = ", ".join(
         f"{float(value):.3g} ({float(value / unit):.1f} ulps)" for value, unit in zip(gap, units, strict=True)
