@@ -51,13 +51,15 @@ class Gate:
 GATES = {
     # bf16 (8 mantissa bits): worst stage 27.3 dB (E2B prefill logits; HF bf16 20.4), layers
     # 29.0-34.7 dB; the chunked prefill of a 1027-token prompt 25.4-27.3 dB over the kernel sets
-    # (the narrowest margin; the error grows with position). Margin shift: worst 12.84 ulps (E2B prefill, AVX2 kernels; 0.125 a ulp at logits
-    # in [16, 32), so 26 ulps are 3.25 logits); HF bf16 reaches 52 (its RoPE inv_freq in bf16).
+    # (the narrowest margin; the error grows with position). Margin shift: worst 12.84 ulps (E2B
+    # prefill, AVX2 kernels; 0.125 a ulp at logits in [16, 32), so 26 ulps are 3.25 logits); HF
+    # bf16 reaches 52 (its RoPE inv_freq in bf16).
     torch.bfloat16: Gate(torch.bfloat16, sqnr_db=20.0, cosine=0.995, margin_ulps=26.0),
     # fp16 (11 mantissa bits, 3 more than bf16, about 18 dB): worst stage 46.0 dB (E2B decode; HF
     # fp16 35.5), layers 46.6-52.4 dB; the chunked prefill of a 1027-token prompt 43.2-43.8 dB over
-    # the kernel sets (single shot on that prompt: 42.8; the narrowest margin, 3.2 dB). Margin shift: worst 15.09 ulps (E2B prefill, every kernel
-    # set; 2^-6 a ulp at [16, 32), so 31 ulps are 0.48 logits); HF fp16 reaches 94.
+    # the kernel sets (single shot on that prompt: 42.8; the narrowest margin, 3.2 dB). Margin
+    # shift: worst 15.09 ulps (E2B prefill, every kernel set; 2^-6 a ulp at [16, 32), so 31 ulps
+    # are 0.48 logits); HF fp16 reaches 94.
     torch.float16: Gate(torch.float16, sqnr_db=40.0, cosine=0.99995, margin_ulps=31.0),
 }
 
