@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gemma4_static.oracle.kernel_sets import KERNEL_SETS
+from gemma4_static.oracle.kernel_sets import KERNEL_SETS, MARKER
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,18 +22,26 @@ def _run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
 
 
+def _plain(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a plain process beside this one: not an xdist worker, one intra-op thread (as
+    each worker has: two processes spinning two OpenMP threads each on two cores run many times
+    slower). Two threads are covered by CI's kernel-set matrix, which runs one process a job."""
+    return {**{key: value for key, value in env.items() if not key.startswith("PYTEST_XDIST")}, "OMP_NUM_THREADS": "1"}
+
+
 @pytest.fixture(params=list(KERNEL_SETS))
 def kernel_set(request: pytest.FixtureRequest):
     kernel_set = KERNEL_SETS[request.param]
     reason = kernel_set.unsupported()
     if reason is not None:
         pytest.skip(reason)
+    if kernel_set.name == os.environ.get(MARKER, "native"):
+        pytest.skip(f"this run itself runs under kernel set {kernel_set.name}: its own numerics lane covers it")
     return kernel_set
 
 
 def test_numerics_lane_passes_under_the_kernel_set(kernel_set, report):
-    # a plain process, not an xdist worker: intra-op threads as a user's run has them
-    env = {key: value for key, value in kernel_set.environment().items() if not key.startswith("PYTEST_XDIST")}
+    env = _plain(kernel_set.environment())
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0", "--gemma4-numerics"]
     lane = _run([*command, "tests/parity/test_numerics.py"], env)
     summary = lane.stdout.strip().splitlines()[-1] if lane.stdout.strip() else lane.stderr[-2000:]
@@ -44,7 +52,7 @@ def test_numerics_lane_passes_under_the_kernel_set(kernel_set, report):
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_verify_passes_under_the_kernel_set(kernel_set, dtype, report):
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_XDIST")}
+    env = _plain(dict(os.environ))
     verify = [sys.executable, "-m", "gemma4_static", "verify", "--dtype", dtype, "--no-export"]
     result = _run([*verify, "--kernel-set", kernel_set.name], env)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
