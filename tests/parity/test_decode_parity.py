@@ -16,6 +16,7 @@ from gemma4_static.oracle.catalogue import faults_named
 from gemma4_static.oracle.hf import hf_prefill
 from gemma4_static.oracle.report import assert_rows_pass, merge
 from gemma4_static.oracle.samples import image_prompt, text_prompt
+from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 
 
@@ -37,7 +38,9 @@ def test_decode_logits_match_hf(gemma4_model, report):
     tokens = torch.randint(3, min(vocab, 400), (3, steps), generator=torch.Generator().manual_seed(1))
     runtime = StaticGemma4Runtime(gemma4_model, max_seq=int(prompt.attention_mask.sum(1).max()) + steps, batch_size=3)
     runtime.prefill(prompt.input_ids, prompt.attention_mask)
-    rows = parity.decode_rows(gemma4_model, runtime, prompt, tokens, torch.float32)
+    rows = parity.decode_rows(
+        gemma4_model, StaticRuntimePort.around(runtime, gemma4_model.config), prompt, tokens, torch.float32
+    )
     worst = merge([row for row in rows if row.metric == "max abs diff"], "decode steps", "logits").value
     last = int(runtime.cache.lengths.max()) - 1
     report(f"decode: {3 * steps} steps (3 rows x {steps}, up to position {last}), max |logit diff| {worst:.3g}")
@@ -51,7 +54,11 @@ def test_generate_equals_hf_text(gemma4_model, batch, report):
     prompt = text_prompt(gemma4_model.config, lengths, seed=5)
     new_tokens = 12
     runtime = StaticGemma4Runtime(gemma4_model, max_seq=max(lengths) + new_tokens, batch_size=batch)
-    assert_rows_pass(parity.generation_rows(gemma4_model, runtime, prompt, max_new_tokens=new_tokens))
+    assert_rows_pass(
+        parity.generation_rows(
+            gemma4_model, StaticRuntimePort.around(runtime, gemma4_model.config), prompt, max_new_tokens=new_tokens
+        )
+    )
     report(f"generate (text, batch {batch}): {batch * new_tokens} tokens identical to HF")
 
 
@@ -62,7 +69,15 @@ def test_generate_stops_rows_at_eos_like_hf(tiny_model):
     eos = int(free[1, 3])  # row 1 emits it at step 3, so that row stops early while the others go on
     ours = runtime.generate(prompt.input_ids, prompt.attention_mask, max_new_tokens=12, eos_token_id=eos)
     assert (ours[1, 4:] == runtime.spec.pad_token_id).all()
-    assert_rows_pass(parity.generation_rows(tiny_model, runtime, prompt, max_new_tokens=12, eos_token_id=eos))
+    assert_rows_pass(
+        parity.generation_rows(
+            tiny_model,
+            StaticRuntimePort.around(runtime, tiny_model.config),
+            prompt,
+            max_new_tokens=12,
+            eos_token_id=eos,
+        )
+    )
 
 
 @pytest.mark.parametrize("batch", [1, 2])
@@ -74,7 +89,11 @@ def test_generate_equals_hf_with_an_image(tiny_model, batch, report):
         batch_size=batch,
         **prompt.image_slot,
     )
-    assert_rows_pass(parity.generation_rows(tiny_model, runtime, prompt, max_new_tokens=10))
+    assert_rows_pass(
+        parity.generation_rows(
+            tiny_model, StaticRuntimePort.around(runtime, tiny_model.config), prompt, max_new_tokens=10
+        )
+    )
     report(f"generate (image, batch {batch}): {batch * 10} tokens identical to HF")
 
 
@@ -132,5 +151,7 @@ def test_a_decode_mismatch_names_its_first_step(tiny_model):
     with faults_named(["sliding-window-off-by-one"])[0].injected():
         runtime = StaticGemma4Runtime(tiny_model, max_seq=12, sliding_cache="full")
         runtime.prefill(prompt.input_ids, prompt.attention_mask)
-        rows = parity.decode_rows(tiny_model, runtime, prompt, tokens, torch.float32)
+        rows = parity.decode_rows(
+            tiny_model, StaticRuntimePort.around(runtime, tiny_model.config), prompt, tokens, torch.float32
+        )
     assert rows[0].check == "row 0 logits [first: step 3]" and not rows[0].passed

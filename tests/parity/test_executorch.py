@@ -18,6 +18,7 @@ from gemma4_static.oracle import parity
 from gemma4_static.oracle.hf import hf_prefill
 from gemma4_static.oracle.report import assert_rows_pass, merge
 from gemma4_static.oracle.samples import image_prompt, text_prompt
+from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 from gemma4_static.stack import LayerStack
 
@@ -52,8 +53,10 @@ def test_prefill_decode_and_generation_match_hf(text_setup, tiny_model, report):
     theirs = hf_prefill(tiny_model, prompt).logits[torch.arange(2), prompt.last_index]
     rows = parity.logits_rows(runtime.prefill(prompt.input_ids, prompt.attention_mask), theirs, FP32)
     tokens = torch.randint(3, 400, (2, 12), generator=torch.Generator().manual_seed(3))  # across the window
-    rows += parity.decode_rows(tiny_model, runtime, prompt, tokens, FP32)
-    rows += parity.generation_rows(tiny_model, runtime, prompt, max_new_tokens=12)
+    rows += parity.decode_rows(tiny_model, StaticRuntimePort.around(runtime, tiny_model.config), prompt, tokens, FP32)
+    rows += parity.generation_rows(
+        tiny_model, StaticRuntimePort.around(runtime, tiny_model.config), prompt, max_new_tokens=12
+    )
     worst = merge([row for row in rows if "logits" in row.check], "executorch", "logits").value
     lowered = sum(len(stage.programs()) for stage in (*runtime.stages.layers, runtime.stages.lm_head))
     report(f"ExecuTorch text: {lowered} layer/head programs, logits vs HF {worst:.3g}, 24 greedy tokens")
@@ -66,7 +69,9 @@ def test_generation_with_an_image_matches_hf(tiny_model, image_case, report):
     theirs = hf_prefill(tiny_model, prompt).logits[torch.arange(2), prompt.last_index]
     args = (prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
     rows = parity.logits_rows(runtime.prefill(*args), theirs, FP32)
-    rows += parity.generation_rows(tiny_model, runtime, prompt, max_new_tokens=6)
+    rows += parity.generation_rows(
+        tiny_model, StaticRuntimePort.around(runtime, tiny_model.config), prompt, max_new_tokens=6
+    )
     (vision,) = runtime.stages.vision.programs()
     report(
         f"ExecuTorch image: vision program {vision.delegated} XNNPACK subgraphs, portable {len(vision.portable)} ops"
@@ -88,7 +93,7 @@ def test_a_shifted_mask_from_the_glue_fails_the_executorch_rows(text_setup, tiny
     runtime.prefill(prompt.input_ids, prompt.attention_mask)
     monkeypatch.setattr(LayerStack, "cache_masks", shifted)
     tokens = torch.randint(3, 400, (2, 4), generator=torch.Generator().manual_seed(3))
-    rows = parity.decode_rows(tiny_model, runtime, prompt, tokens, FP32)
+    rows = parity.decode_rows(tiny_model, StaticRuntimePort.around(runtime, tiny_model.config), prompt, tokens, FP32)
     assert not all(row.passed for row in rows)
 
 

@@ -16,6 +16,7 @@ from gemma4_static.oracle.catalogue import faults_named
 from gemma4_static.oracle.hf import ATTN_IMPLEMENTATIONS
 from gemma4_static.oracle.layouts import LENGTHS, PADDINGS, sequence_length, valid_mask
 from gemma4_static.oracle.report import assert_rows_pass
+from gemma4_static.ports.static import prefill_masks_of
 
 implementations = pytest.mark.parametrize("attn_implementation", ATTN_IMPLEMENTATIONS)
 
@@ -28,7 +29,7 @@ def test_prefill_masks_match_hf(gemma4_model, length_kind, batch, padding, attn_
     config = gemma4_model.config
     length = sequence_length(length_kind, read_text_config(config).sliding_window)
     valid = valid_mask(padding, batch, length)
-    rows = parity_masks.prefill_mask_rows(config, valid, attn_implementation)
+    rows = parity_masks.prefill_mask_rows(config, valid, attn_implementation, prefill_masks_of(config))
     assert len(rows) == len(read_text_config(config).unique_layer_types)
     assert all(mask.shape == (batch, 1, length, length) for mask in build_prefill_bool_masks(config, valid).values())
     assert_rows_pass(rows)
@@ -49,7 +50,13 @@ def test_vision_bidirectional_masks_match_hf(tiny_model, padding, attn_implement
     plain = build_prefill_bool_masks(tiny_model.config, valid)
     assert not torch.equal(overlay["sliding_attention"], plain["sliding_attention"])  # the overlay is exercised
     assert_rows_pass(
-        parity_masks.prefill_mask_rows(tiny_model.config, valid, attn_implementation, mm_token_type_ids=types)
+        parity_masks.prefill_mask_rows(
+            tiny_model.config,
+            valid,
+            attn_implementation,
+            prefill_masks_of(tiny_model.config),
+            mm_token_type_ids=types,
+        )
     )
 
 
@@ -75,7 +82,7 @@ def test_a_broken_mask_fails_with_a_diagram(tiny_model):
     """A failing mask row draws the first query rows that differ: ours / HF / where (x and .)."""
     valid = valid_mask("left", 2, 12)
     with faults_named(["sliding-window-off-by-one"])[0].injected():
-        rows = parity_masks.prefill_mask_rows(tiny_model.config, valid, "sdpa")
+        rows = parity_masks.prefill_mask_rows(tiny_model.config, valid, "sdpa", prefill_masks_of(tiny_model.config))
     with pytest.raises(AssertionError) as failure:
         assert_rows_pass(rows)
     message = str(failure.value)

@@ -11,6 +11,7 @@ from gemma4_static.oracle import parity
 from gemma4_static.oracle.hf import hf_prefill
 from gemma4_static.oracle.report import assert_rows_pass
 from gemma4_static.oracle.samples import image_prompt
+from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 
 
@@ -38,7 +39,9 @@ def test_video_and_audio_ids_in_the_prompt_text_match_hf(tiny_model, report):
     )
     theirs = hf_prefill(tiny_model, prompt).logits[torch.arange(2), prompt.last_index]
     rows = parity.logits_rows(runtime.prefill(*args), theirs, torch.float32)
-    rows += parity.generation_rows(tiny_model, runtime, prompt, max_new_tokens=6)
+    rows += parity.generation_rows(
+        tiny_model, StaticRuntimePort.around(runtime, tiny_model.config), prompt, max_new_tokens=6
+    )
     report(f"placeholders in the prompt text: logits {rows[0].value:.3g}")
     assert_rows_pass(rows)
 
@@ -49,7 +52,9 @@ def test_decode_fed_each_placeholder_id_matches_hf(tiny_model, report):
     tokens = torch.tensor([[image, 7, video, audio, 9], [audio, image, 11, video, image]])
     runtime = StaticGemma4Runtime(tiny_model, max_seq=prompt.input_ids.shape[1] + 6, batch_size=2, **prompt.image_slot)
     runtime.prefill(prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
-    rows = parity.decode_rows(tiny_model, runtime, prompt, tokens, torch.float32)
+    rows = parity.decode_rows(
+        tiny_model, StaticRuntimePort.around(runtime, tiny_model.config), prompt, tokens, torch.float32
+    )
     report(f"decode fed placeholder ids: logits {max(row.value for row in rows):.3g}")
     assert_rows_pass(rows)
 
@@ -64,5 +69,11 @@ def test_mapping_only_image_ids_is_caught(tiny_model, monkeypatch):
     _, video, audio = _placeholders(tiny_model)
     runtime = StaticGemma4Runtime(tiny_model, max_seq=prompt.input_ids.shape[1] + 4, batch_size=2, **prompt.image_slot)
     runtime.prefill(prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
-    rows = parity.decode_rows(tiny_model, runtime, prompt, torch.tensor([[video, 7], [audio, 9]]), torch.float32)
+    rows = parity.decode_rows(
+        tiny_model,
+        StaticRuntimePort.around(runtime, tiny_model.config),
+        prompt,
+        torch.tensor([[video, 7], [audio, 9]]),
+        torch.float32,
+    )
     assert not all(row.passed for row in rows)

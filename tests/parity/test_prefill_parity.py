@@ -18,6 +18,7 @@ from gemma4_static.oracle.hf import hf_prefill
 from gemma4_static.oracle.models import tiny_text_fields
 from gemma4_static.oracle.report import Row, assert_rows_pass, merge
 from gemma4_static.oracle.samples import image_prompt, text_prompt
+from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 
 FP32 = torch.float32
@@ -75,18 +76,19 @@ def test_static_inputs_match_what_hf_sees(image_case):
 def test_token_embedding_is_exact(gemma4_model):
     prompt, runtime = _text_case(gemma4_model, batch=3)
     ids = runtime.build_inputs(prompt.input_ids, prompt.attention_mask).input_ids
-    assert_rows_pass([parity.embedding_row(gemma4_model, runtime, ids)])
+    assert_rows_pass([parity.embedding_row(gemma4_model, StaticRuntimePort.around(runtime, gemma4_model.config), ids)])
 
 
 def test_per_layer_inputs_match_hf(image_case, tiny_model, report):
     _, _, outputs, _ = image_case
-    _check([parity.ple_row(tiny_model, outputs, FP32)], report, "PLE")
+    fused, per_layer_inputs = outputs.hidden_states[0], outputs.per_layer_inputs
+    _check([parity.ple_row(tiny_model, outputs.inputs.input_ids, fused, per_layer_inputs, FP32)], report, "PLE")
 
 
 def test_vision_prefill_matches_get_image_features(image_case, tiny_model, report):
     prompt, _, outputs, _ = image_case
     assert outputs.soft_tokens.shape[:2] == (3, prompt.num_visual_tokens)
-    _check([parity.vision_row(tiny_model, prompt, outputs, FP32)], report, "vision prefill")
+    _check([parity.vision_row(tiny_model, prompt, outputs.soft_tokens, FP32)], report, "vision prefill")
 
 
 def test_fixed_slot_fusion_equals_masked_scatter(image_case):
@@ -98,7 +100,7 @@ def _compare_prefill(model, runtime, outputs, hf, prompt, report, label: str) ->
     """Each layer's output in order (a failure names the first to diverge), every producing layer's
     K/V, and the last-token logits with their argmax."""
     valid = prompt.attention_mask.bool()
-    _check(parity.hidden_state_rows(model, outputs, hf, valid, FP32), report, f"hidden states{label}")
+    _check(parity.hidden_state_rows(model, outputs.hidden_states, hf, valid, FP32), report, f"hidden states{label}")
     kv = parity.kv_rows(runtime, model, prompt, FP32)
     _check(kv, report, f"K/V of {len(kv) // 2} producing layers vs HF cache{label}")
     theirs = hf.logits[torch.arange(valid.shape[0]), prompt.last_index]

@@ -16,6 +16,7 @@ from gemma4_static.oracle import parity
 from gemma4_static.oracle.hf import hf_prefill
 from gemma4_static.oracle.report import assert_rows_pass, merge
 from gemma4_static.oracle.samples import image_prompt, text_prompt
+from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 
 FP32 = torch.float32
@@ -33,7 +34,9 @@ def test_decode_across_many_wraps_matches_hf(tiny_model, sliding_cache, report):
     runtime = StaticGemma4Runtime(tiny_model, max_seq=WINDOW + 4 + steps, batch_size=3, sliding_cache=sliding_cache)
     assert runtime.cache.is_ring("sliding_attention") == (sliding_cache == "ring")
     runtime.prefill(prompt.input_ids, prompt.attention_mask)
-    rows = parity.decode_rows(tiny_model, runtime, prompt, _tokens(3, steps), FP32)
+    rows = parity.decode_rows(
+        tiny_model, StaticRuntimePort.around(runtime, tiny_model.config), prompt, _tokens(3, steps), FP32
+    )
     worst = merge([row for row in rows if row.metric == "max abs diff"], "decode", "logits").value
     report(f"{sliding_cache} decode to position {int(runtime.cache.lengths.max()) - 1}: logits {worst:.3g}")
     assert_rows_pass(rows)
@@ -46,7 +49,9 @@ def test_generation_across_many_wraps_with_an_image_matches_hf(tiny_model, repor
         tiny_model, max_seq=prompt.input_ids.shape[1] + new, batch_size=2, **prompt.image_slot
     )
     assert runtime.cache.capacity["sliding_attention"] == WINDOW
-    rows = parity.generation_rows(tiny_model, runtime, prompt, max_new_tokens=new)
+    rows = parity.generation_rows(
+        tiny_model, StaticRuntimePort.around(runtime, tiny_model.config), prompt, max_new_tokens=new
+    )
     report(f"ring generation with an image: {2 * new} tokens, {sum(row.value for row in rows)} mismatched")
     assert_rows_pass(rows)
 
@@ -73,7 +78,9 @@ def test_chunked_ring_prefill_matches_single_shot_and_hf(tiny_model, chunk, repo
     assert_rows_pass(rows)
     # then decode on: the chunked ring keeps working
     tokens = _tokens(3, max_seq - 37)  # to the last slot, past another wrap
-    assert_rows_pass(parity.decode_rows(tiny_model, chunked, prompt, tokens, FP32))
+    assert_rows_pass(
+        parity.decode_rows(tiny_model, StaticRuntimePort.around(chunked, tiny_model.config), prompt, tokens, FP32)
+    )
 
 
 def test_ring_holds_the_window_and_never_fills(tiny_model):
@@ -98,7 +105,9 @@ def test_decode_after_an_image_across_wraps_matches_hf(tiny_model, report):
         tiny_model, max_seq=prompt.input_ids.shape[1] + steps, batch_size=2, **prompt.image_slot
     )
     runtime.prefill(prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
-    rows = parity.decode_rows(tiny_model, runtime, prompt, _tokens(2, steps), FP32)
+    rows = parity.decode_rows(
+        tiny_model, StaticRuntimePort.around(runtime, tiny_model.config), prompt, _tokens(2, steps), FP32
+    )
     worst = max(row.value for row in rows if "logits" in row.check)
     report(f"ring decode after an image, {steps} steps: logits {worst:.3g}")
     assert_rows_pass(rows)

@@ -11,13 +11,14 @@ import torch
 from gemma4_static.oracle import parity
 from gemma4_static.oracle.report import assert_rows_pass
 from gemma4_static.oracle.tolerances import ROPE_POSITIONS
+from gemma4_static.ports.static import rope_of
 from gemma4_static.spec import read_text_config
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 def test_rope_matches_hf(gemma4_model, dtype, report):
     position_ids = torch.stack([torch.arange(ROPE_POSITIONS), torch.arange(ROPE_POSITIONS).flip(0)])
-    rows = parity.rope_rows(gemma4_model.config, position_ids, dtype)
+    rows = parity.rope_rows(gemma4_model.config, rope_of(gemma4_model.config), position_ids, dtype)
     assert len(rows) == len(read_text_config(gemma4_model.config).unique_layer_types)
     for row in rows:
         report(f"RoPE {row.check}: max |ours - HF| = {row.value:.3g} over positions 0..{ROPE_POSITIONS - 1}")

@@ -20,6 +20,7 @@ from gemma4_static.oracle.hf import hf_prefill
 from gemma4_static.oracle.parity_vision import vision_input_rows, vision_stage_rows
 from gemma4_static.oracle.report import assert_rows_pass, merge
 from gemma4_static.oracle.samples import image_prompt, processed_images
+from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 
 FP32 = torch.float32
@@ -60,7 +61,9 @@ def test_image_prefill_and_generation_match_hf(vision_model, text_before, image_
     args = (prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
     theirs = hf_prefill(vision_model, prompt).logits[torch.arange(2), prompt.last_index]
     rows = parity.logits_rows(runtime.prefill(*args), theirs, FP32)
-    rows += parity.generation_rows(vision_model, runtime, prompt, max_new_tokens=6)
+    rows += parity.generation_rows(
+        vision_model, StaticRuntimePort.around(runtime, vision_model.config), prompt, max_new_tokens=6
+    )
     report(f"image at {prompt.visual_start_idx}, {prompt.num_visual_tokens} soft tokens: logits {rows[0].value:.3g}")
     assert_rows_pass(rows)
 

@@ -10,6 +10,7 @@ from gemma4_static import RopeTables, build_rope, read_text_config
 from gemma4_static.oracle import parity, tolerances
 from gemma4_static.oracle.hf import hf_rope
 from gemma4_static.oracle.report import assert_rows_pass
+from gemma4_static.ports.static import rope_of
 from tests.strategies import rope_parameters, text_configs
 
 positions = st.lists(st.integers(0, 9000), min_size=1, max_size=16)
@@ -47,7 +48,7 @@ def test_rope_matches_hf_for_generated_parameters(config, pos, dtype):
     for _, spec in view.type_specs:
         _describe(spec.rope)
     position_ids = torch.tensor(pos)[None]
-    assert_rows_pass(parity.rope_rows(config, position_ids, dtype))
+    assert_rows_pass(parity.rope_rows(config, rope_of(config), position_ids, dtype))
     # the runtime's own path: tables of one static length, gathered per call
     tables = RopeTables(config, max(pos) + 1)(position_ids, dtype=dtype)
     for name, (cos, sin) in hf_rope(config, position_ids, dtype=dtype).items():

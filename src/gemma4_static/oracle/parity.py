@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from ..cpu.rope import build_rope
 from ..export import StageCase, export_case
+from ..ports.base import Gemma4Port
 from ..runtime import PrefillOutputs, StaticGemma4Runtime
 from ..spec import text_module
 from . import tolerances
@@ -66,27 +66,37 @@ def static_input_row(prompt: Prompt, outputs: PrefillOutputs, spec: Any) -> Row:
     return count_row("static inputs", "ids, valid mask, lengths, image slot", "mismatched entries", mismatches)
 
 
-def embedding_row(model: Any, runtime: StaticGemma4Runtime, ids: torch.Tensor) -> Row:
-    """Token embedding vs ``get_input_embeddings``: exact (the same lookup and scale)."""
+def embedding_row(model: Any, port: Gemma4Port, ids: torch.Tensor) -> Row:
+    """The port's token embedding vs ``get_input_embeddings``: exact (the same lookup and scale)."""
     theirs = model.get_input_embeddings()(ids)
-    return compare(
-        "token embedding", "vs get_input_embeddings", runtime.stages.embedding(ids), theirs, tolerances.EXACT
-    )
+    return compare("token embedding", "vs get_input_embeddings", port.token_embedding(ids), theirs, tolerances.EXACT)
 
 
-def ple_row(model: Any, outputs: PrefillOutputs, dtype: torch.dtype) -> Row:
-    """Per-layer inputs ``(B, S, L, P)`` vs HF's ``project_per_layer_inputs`` on the same fused embeddings."""
+def llm_input_ids(prompt: Prompt, model: Any) -> torch.Tensor:
+    """The ids HF's language model sees for ``prompt``: image placeholders become the pad id."""
+    text = model.config.get_text_config()
+    image_token_id = getattr(model.config, "image_token_id", None)
+    ids = prompt.input_ids.clone()
+    if image_token_id is not None:
+        ids[ids == image_token_id] = text.pad_token_id
+    return ids
+
+
+def ple_row(
+    model: Any, ids: torch.Tensor, fused: torch.Tensor, per_layer_inputs: torch.Tensor, dtype: torch.dtype
+) -> Row:
+    """Per-layer inputs ``(B, S, L, P)`` vs HF's ``project_per_layer_inputs`` on the same fused
+    embeddings ``(B, S, H)`` and language-model ids ``(B, S)``."""
     text = text_module(model)
-    fused = outputs.hidden_states[0]
-    theirs = text.project_per_layer_inputs(fused, text.get_per_layer_inputs(outputs.inputs.input_ids, None))
-    return stage_row("PLE", "vs project_per_layer_inputs", outputs.per_layer_inputs, theirs, dtype)
+    theirs = text.project_per_layer_inputs(fused, text.get_per_layer_inputs(ids, None))
+    return stage_row("PLE", "vs project_per_layer_inputs", per_layer_inputs, theirs, dtype)
 
 
-def vision_row(model: Any, prompt: Prompt, outputs: PrefillOutputs, dtype: torch.dtype) -> Row:
-    """The soft tokens a prefill wrote into the image slot vs ``get_image_features``."""
+def vision_row(model: Any, prompt: Prompt, soft_tokens: torch.Tensor, dtype: torch.dtype) -> Row:
+    """The soft tokens ``(N, T, H)`` a prefill put into the image slot vs ``get_image_features``."""
     pooled = model.model.get_image_features(prompt.pixel_values, prompt.image_position_ids).pooler_output
     check = "soft tokens in prefill vs get_image_features"
-    return stage_row("vision prefill", check, outputs.soft_tokens, torch.stack(pooled), dtype)
+    return stage_row("vision prefill", check, soft_tokens, torch.stack(pooled), dtype)
 
 
 def fusion_row(outputs: PrefillOutputs) -> Row:
@@ -97,9 +107,10 @@ def fusion_row(outputs: PrefillOutputs) -> Row:
     return compare("fusion", "vs masked_scatter", outputs.hidden_states[0], theirs, tolerances.EXACT)
 
 
-def rope_rows(config: Any, position_ids: torch.Tensor, dtype: torch.dtype) -> list[Row]:
-    """cos/sin per layer type vs ``Gemma4TextRotaryEmbedding`` (``inf`` on a dtype or shape mismatch)."""
-    ours, theirs = build_rope(config, position_ids, dtype=dtype), hf_rope(config, position_ids, dtype=dtype)
+def rope_rows(config: Any, rope: Any, position_ids: torch.Tensor, dtype: torch.dtype) -> list[Row]:
+    """cos/sin per layer type from ``rope(position_ids, dtype)`` (a port's, e.g. ``port.rope``) vs
+    ``Gemma4TextRotaryEmbedding`` (``inf`` on a dtype or shape mismatch)."""
+    ours, theirs = rope(position_ids, dtype), hf_rope(config, position_ids, dtype=dtype)
     rows = []
     for name in sorted(ours.keys() | theirs.keys()):
         check = f"{name} {str(dtype).removeprefix('torch.')}"
@@ -113,10 +124,10 @@ def rope_rows(config: Any, position_ids: torch.Tensor, dtype: torch.dtype) -> li
 
 
 def hidden_state_rows(
-    model: Any, outputs: PrefillOutputs, hf_output: Any, valid: torch.Tensor, dtype: torch.dtype
+    model: Any, states: tuple[torch.Tensor, ...], hf_output: Any, valid: torch.Tensor, dtype: torch.dtype
 ) -> list[Row]:
-    """The embeddings and each layer's output on the valid positions, in layer order."""
-    pairs = paired_hidden_states(model, outputs.hidden_states, hf_output.hidden_states, valid)
+    """The embeddings and each layer's output ``states`` on the valid positions, in layer order."""
+    pairs = paired_hidden_states(model, states, hf_output.hidden_states, valid)
     return [
         stage_row("decoder layers", "embeddings" if index == 0 else f"layer {index - 1}", mine, theirs, dtype)
         for index, (mine, theirs) in enumerate(pairs)
@@ -158,31 +169,15 @@ def _argmax_rows(stage: str, check: str, ours: torch.Tensor, theirs: torch.Tenso
     return decision_rows(stage, check, ours, theirs, bound, f"2 x the logits tolerance ({bound:.3g})", names)
 
 
-def runtime_decode(runtime: StaticGemma4Runtime, tokens: torch.Tensor) -> torch.Tensor:
-    """Logits ``(B, T, vocab)`` of feeding ``tokens (B, T)`` through ``runtime.decode_one`` step by step."""
-    return torch.stack([runtime.decode_one(tokens[:, t : t + 1]) for t in range(tokens.shape[1])], dim=1)
+def port_decode(port: Gemma4Port, tokens: torch.Tensor) -> torch.Tensor:
+    """Logits ``(B, T, vocab)`` of feeding ``tokens (B, T)`` through ``port.decode`` step by step."""
+    return torch.stack([port.decode(tokens[:, t : t + 1]) for t in range(tokens.shape[1])], dim=1)
 
 
-def runtime_generate(
-    runtime: StaticGemma4Runtime, prompt: Prompt, *, max_new_tokens: int, eos_token_id: int | None = None
-) -> torch.Tensor:
-    """``runtime.generate`` on ``prompt`` (with its images): the new tokens ``(B, max_new_tokens)``."""
-    return runtime.generate(
-        prompt.input_ids,
-        prompt.attention_mask,
-        max_new_tokens=max_new_tokens,
-        eos_token_id=eos_token_id,
-        pixel_values=prompt.pixel_values,
-        image_position_ids=prompt.image_position_ids,
-    )
-
-
-def decode_rows(
-    model: Any, runtime: StaticGemma4Runtime, prompt: Prompt, tokens: torch.Tensor, dtype: torch.dtype
-) -> list[Row]:
-    """Feed ``tokens (B, T)`` through ``runtime.decode_one`` (after its prefill of ``prompt``) and
-    through HF's ``DynamicCache`` row by row; per row the logits and the argmax of each decided step."""
-    ours, reference = runtime_decode(runtime, tokens), hf_decode_logits(model, prompt, tokens)
+def decode_rows(model: Any, port: Gemma4Port, prompt: Prompt, tokens: torch.Tensor, dtype: torch.dtype) -> list[Row]:
+    """Feed ``tokens (B, T)`` through ``port.decode`` (after its prefill of ``prompt``) and through
+    HF's ``DynamicCache`` row by row; per row the logits and the argmax of each decided step."""
+    ours, reference = port_decode(port, tokens), hf_decode_logits(model, prompt, tokens)
     rows = []
     for row, (mine, theirs) in enumerate(zip(ours, reference, strict=True)):
         logits = stage_row("decode steps", f"row {row} logits", mine, theirs, dtype)
@@ -194,11 +189,11 @@ def decode_rows(
 
 
 def generation_rows(
-    model: Any, runtime: StaticGemma4Runtime, prompt: Prompt, *, max_new_tokens: int, eos_token_id: int | None = None
+    model: Any, port: Gemma4Port, prompt: Prompt, *, max_new_tokens: int, eos_token_id: int | None = None
 ) -> list[Row]:
-    """Greedy ``runtime.generate`` vs HF ``generate`` (batch-1 calls): no row may leave HF's tokens at
+    """Greedy ``port.generate`` vs HF ``generate`` (batch-1 calls): no row may leave HF's tokens at
     a step whose top-2 gap is decided (the token rule; tied divergences reported)."""
-    ours = runtime_generate(runtime, prompt, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
+    ours = port.generate(prompt, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
     theirs, logits = hf_greedy(model, prompt, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
     check = f"{ours.shape[0]} rows x {max_new_tokens} tokens vs HF generate"
     return greedy_rows("generation", check, ours, theirs, logits, tolerances.token_bound(logits))

@@ -3,11 +3,12 @@ layer type, exact (0 differing entries); a failing row carries a diagram of wher
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from ..cpu.masks import build_chunk_bool_masks, build_decode_bool_masks, build_prefill_bool_masks
+from ..cpu.masks import build_chunk_bool_masks, build_decode_bool_masks
 from . import tolerances
 from .diagrams import mask_diagram
 from .hf import hf_decode_visible_positions, hf_prefill_bool_masks
@@ -34,11 +35,20 @@ def _mask_rows(
     return rows
 
 
+PrefillMasks = Callable[[torch.Tensor, "torch.Tensor | None"], dict[str, torch.Tensor]]
+
+
 def prefill_mask_rows(
-    config: Any, valid: torch.Tensor, attn_implementation: str, *, mm_token_type_ids: torch.Tensor | None = None
+    config: Any,
+    valid: torch.Tensor,
+    attn_implementation: str,
+    ours: PrefillMasks,
+    *,
+    mm_token_type_ids: torch.Tensor | None = None,
 ) -> list[Row]:
-    """Boolean prefill masks vs HF's, one row per layer type (``None`` from HF is expanded, never skipped)."""
-    ours = build_prefill_bool_masks(config, valid, mm_token_type_ids=mm_token_type_ids)
+    """Boolean prefill masks ``ours(valid, mm_token_type_ids)`` (a port's, e.g. ``port.prefill_masks``)
+    vs HF's, one row per layer type (``None`` from HF is expanded, never skipped)."""
+    ours = ours(valid, mm_token_type_ids)
     theirs = hf_prefill_bool_masks(
         config, valid, attn_implementation=attn_implementation, mm_token_type_ids=mm_token_type_ids
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -14,7 +15,9 @@ class Row:
     """One report line: ``value`` is compared against ``tolerance`` (``value <= tolerance`` passes,
     or ``>=`` for a ``higher_is_better`` metric such as SQNR; NaN never passes). ``detail`` says more
     about a failure (e.g. a mask diagram); ``hf`` is HF's own value of the metric in the same dtype
-    (against the same float64 reference), so a reader sees who is closer to the truth."""
+    (against the same float64 reference), so a reader sees who is closer to the truth. A row with
+    ``skipped`` set is a check the port under test cannot answer (the reason): reported as SKIP,
+    it neither passes nor fails the run."""
 
     stage: str
     check: str
@@ -24,13 +27,26 @@ class Row:
     detail: str = ""
     higher_is_better: bool = False
     hf: float | None = None
+    skipped: str = ""
 
     @property
     def passed(self) -> bool:
+        """Not failed: within tolerance, or skipped."""
+        if self.skipped:
+            return True
         return self.value >= self.tolerance if self.higher_is_better else self.value <= self.tolerance
 
+    @property
+    def status(self) -> str:
+        return "SKIP" if self.skipped else "PASS" if self.passed else "FAIL"
+
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "status": "PASS" if self.passed else "FAIL"}
+        return {**asdict(self), "status": self.status}
+
+
+def skip_row(stage: str, check: str, reason: str) -> Row:
+    """A check the port under test cannot answer, with the reason (e.g. the stage it does not expose)."""
+    return Row(stage, check, "not checked", math.nan, math.nan, skipped=reason)
 
 
 def merge(rows: Iterable[Row], stage: str, check: str) -> Row:
@@ -81,7 +97,9 @@ def assert_rows_pass(rows: Iterable[Row], *, context: str = "") -> None:
 
 
 def format_row(row: Row) -> str:
-    status = "PASS" if row.passed else "FAIL"
+    if row.skipped:
+        return f"SKIP  {row.stage:<17} {row.check:<58} {row.skipped}"
+    status = row.status
     bound = f"gate >= {row.tolerance:.4g}" if row.higher_is_better else f"tolerance {row.tolerance:.3g}"
     if row.hf is not None:
         bound = f"HF {row.hf:.4g}; {bound}"

@@ -1,19 +1,29 @@
-"""A verification session: the model, the sample prompt, the runtime and both prefills, prepared
-once and shared by every check group of :mod:`.verify`."""
+"""A verification session: the model, the sample prompt, the port under test and both prefills,
+prepared once and shared by every check group of :mod:`.verify`.
+
+The sample prompt follows the port's limits (:class:`~gemma4_static.ports.base.PortLimits`): a
+ragged batch of 2 right-padded rows where the port takes them, one unpadded row where it takes
+batch 1 or no padding; an image per row on a multimodal model where the port takes images."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from ..ports.base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
+from ..ports.registry import DEFAULT_PORT, port_factory
+from ..ports.static import StaticRuntimePort
 from ..runtime import PrefillOutputs, StaticGemma4Runtime
 from ..spec import read_text_config
 from .gates import GATES
 from .hf import hf_prefill
 from .overflow import recorded_ranges
+from .report import Row, skip_row
 from .samples import Prompt, image_prompt, text_prompt
 
 LAYER_GROUP = 5  # the report shows decoder layers in groups of one 4:1 period
@@ -23,16 +33,17 @@ PROFILES = (torch.float32, *GATES)  # float32 is checked against HF float32, the
 @dataclass
 class Session:
     """Everything the stage checks share: the model (in the profile's dtype), the sample prompt, the
-    runtime, the prefill outputs of both sides (computed once); for a low-precision profile also HF
-    in float64 and its prefill (the reference). ``ranges`` collects the overflow report."""
+    port, the prefill outputs of both sides (computed once); for a low-precision profile also HF in
+    float64 and its prefill (the reference). ``ranges`` collects the overflow report."""
 
     model: Any
     dtype: torch.dtype
     steps: int
     prompt: Prompt
-    runtime: StaticGemma4Runtime
-    ours: PrefillOutputs
+    port: Gemma4Port
+    ours: PortPrefill
     theirs: Any
+    port_name: str = DEFAULT_PORT
     backend: str = "torch"
     reference_model: Any = None
     reference: Any = None
@@ -46,6 +57,73 @@ class Session:
     def window(self) -> int:
         return read_text_config(self.config).sliding_window
 
+    @property
+    def is_runtime(self) -> bool:
+        """Whether the port under test is this project's runtime."""
+        return isinstance(self.port, StaticRuntimePort)
+
+    @property
+    def runtime(self) -> StaticGemma4Runtime:
+        """This project's runtime, for the checks only it can answer (its static inputs, cache layout,
+        mask value, overflow report, exported stages); ``NotExposed`` for any other port."""
+        if not self.is_runtime:
+            raise NotExposed(f"{self.port.name} is another port: a check of this project's runtime internals")
+        return self.port.runtime
+
+    @property
+    def runtime_outputs(self) -> PrefillOutputs:
+        """This runtime's own prefill outputs (static inputs, embeddings before fusion)."""
+        if not self.is_runtime:
+            raise NotExposed(f"{self.port.name} is another port: this project's static inputs")
+        return self.ours.extra["outputs"]
+
+    def exposed(self, value: Any, what: str) -> Any:
+        """``value``, or ``NotExposed`` naming ``what`` the port did not return (``value`` is ``None``)."""
+        if value is None:
+            raise NotExposed(f"{self.port.name} does not expose {what}")
+        return value
+
+    def recording(self) -> contextlib.AbstractContextManager:
+        """Record the overflow report while a block runs (this project's runtime; nothing for another port)."""
+        return recorded_ranges(self.port.runtime, self.ranges) if self.is_runtime else contextlib.nullcontext()
+
+    def build_port(self, setup: PortSetup) -> Gemma4Port:
+        """Another instance of the port under test (e.g. with a prefill chunk), on the session's model."""
+        return make_port(self.port_name, self.model, setup, backend=self.backend)
+
+
+def guarded(stage: str, check: str, rows: Callable[[], Iterable[Row]]) -> list[Row]:
+    """The rows of one check, or one SKIP row with the reason when the port cannot answer it."""
+    try:
+        return list(rows())
+    except NotExposed as reason:
+        return [skip_row(stage, check, str(reason))]
+
+
+def make_port(
+    name: str, model: Any, setup: PortSetup, *, backend: str = "torch", mask_value: float | None = None
+) -> Gemma4Port:
+    """Port ``name`` built for ``setup``; the runtime's own options (``backend``, ``mask_value``) only
+    for this project's runtime (a ``ValueError`` for another port)."""
+    factory = port_factory(name)
+    if factory is StaticRuntimePort:
+        return StaticRuntimePort(model, setup, backend=backend, mask_value=mask_value)
+    if backend != "torch" or mask_value is not None:
+        raise ValueError(f"backend and mask_value are options of the gemma4-static runtime, not of port {name!r}")
+    port = factory(model, setup)
+    if not isinstance(port, Gemma4Port):
+        raise ValueError(f"port {name!r} returned {type(port).__name__}, not a Gemma4Port")
+    return port
+
+
+def sample_prompt(config: Any, limits: PortLimits) -> Prompt:
+    """The sample prompt a port with ``limits`` takes (see the module docstring)."""
+    window = read_text_config(config).sliding_window
+    single = limits.max_batch == 1 or limits.padding_side is None
+    if limits.images and getattr(config, "vision_config", None) is not None:
+        return image_prompt(config, text_after=[6] if single else [6, 2])
+    return text_prompt(config, [window + 3] if single else [window + 3, window // 2])
+
 
 def open_session(
     model: Any,
@@ -55,32 +133,30 @@ def open_session(
     steps: int | None = None,
     backend: str = "torch",
     mask_value: float | None = None,
+    port: str = DEFAULT_PORT,
 ) -> Session:
-    """Prepare a verification run: a ragged batch-2 sample prompt (with one image per row on a
-    multimodal model), a runtime sized for it plus ``steps`` decode steps (forbidden keys at
-    ``mask_value``, default per dtype), and both prefills."""
+    """Prepare a verification run of ``port`` (a built-in name or ``module:factory``): the sample
+    prompt it takes, the port sized for it plus ``steps`` decode steps, and both prefills."""
     if dtype not in PROFILES:
         raise ValueError(f"dtype must be one of {list(PROFILES)}, got {dtype}")
+    limits = getattr(port_factory(port), "limits", PortLimits())
+    if dtype not in limits.dtypes:
+        raise ValueError(f"port {port!r} runs {[str(d).removeprefix('torch.') for d in limits.dtypes]}, not {dtype}")
     reference_model = None if dtype == torch.float32 else copy.deepcopy(model).double()
     model = model if dtype == torch.float32 else copy.deepcopy(model).to(dtype)
     window = read_text_config(model.config).sliding_window
     steps = steps if steps is not None else min(2 * window + 3, 24)
-    if getattr(model.model, "vision_tower", None) is not None:
-        prompt = image_prompt(model.config, text_after=[6, 2])
-    else:
-        prompt = text_prompt(model.config, [window + 3, window // 2])
+    prompt = sample_prompt(model.config, limits)
     needed = prompt.input_ids.shape[1] + steps + 1
     max_seq = needed if max_seq is None else max_seq
     if max_seq < needed:
         raise ValueError(f"max_seq must be at least {needed} for this prompt and {steps} steps, got {max_seq}")
-    batch = prompt.input_ids.shape[0]
-    runtime = StaticGemma4Runtime(
-        model, max_seq=max_seq, batch_size=batch, backend=backend, mask_value=mask_value, **prompt.image_slot
-    )
-    inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
-    ranges: dict[str, float] = {}
-    with recorded_ranges(runtime, ranges):
-        ours = runtime.prefill_outputs(inputs, prompt.pixel_values, prompt.image_position_ids, keep_intermediates=True)
-    reference = None if reference_model is None else hf_prefill(reference_model, prompt)
-    theirs = hf_prefill(model, prompt)
-    return Session(model, dtype, steps, prompt, runtime, ours, theirs, backend, reference_model, reference, ranges)
+    setup = PortSetup(max_seq, prompt.input_ids.shape[0], **prompt.image_slot)
+    under_test = make_port(port, model, setup, backend=backend, mask_value=mask_value)
+    session = Session(model, dtype, steps, prompt, under_test, PortPrefill(torch.empty(0)), None, port, backend)
+    with session.recording():
+        session.ours = under_test.prefill(prompt, keep_intermediates=True)
+    session.reference_model = reference_model
+    session.reference = None if reference_model is None else hf_prefill(reference_model, prompt)
+    session.theirs = hf_prefill(model, prompt)
+    return session

@@ -1,5 +1,10 @@
-"""The side-by-side verification flow: every parity check of :mod:`.parity` on one model, merged
-into report rows (stage, check, metric, value, tolerance, PASS/FAIL)."""
+"""The side-by-side verification flow: every parity check of :mod:`.parity` on one model and one
+port (this project's runtime by default), merged into report rows (stage, check, metric, value,
+tolerance, PASS/FAIL/SKIP).
+
+A check whose stage the port does not expose is one SKIP row with the reason. The groups marked
+runtime-only in :data:`CHECKS` read this project's runtime itself (its decode and chunk mask tables,
+mask value, overflow hooks, exported stages): for another port they are one SKIP row each."""
 
 from __future__ import annotations
 
@@ -9,13 +14,13 @@ from typing import Any
 import torch
 
 from ..export import stage_cases
-from ..runtime import StaticGemma4Runtime
+from ..ports.base import PortSetup
+from ..ports.registry import DEFAULT_PORT
 from . import overflow, parity, parity_numerics, parity_vision, tolerances, verify_numerics
 from .hf import hf_prefill
-from .overflow import recorded_ranges
-from .report import Row, merge
+from .report import Row, merge, merge_by, skip_row
 from .samples import text_prompt
-from .session import LAYER_GROUP, Session, open_session
+from .session import LAYER_GROUP, Session, guarded, open_session
 from .verify_masks import chunk_mask_rows, decode_mask_rows, prefill_mask_rows, vision_mask_rows
 
 
@@ -24,18 +29,42 @@ def input_rows(session: Session) -> Iterator[Row]:
     if session.dtype != torch.float32:
         yield from verify_numerics.input_rows(session)
         return
-    ours = session.ours
-    yield parity.static_input_row(session.prompt, ours, session.runtime.spec)
-    yield parity.embedding_row(session.model, session.runtime, ours.inputs.input_ids)
-    yield parity.ple_row(session.model, ours, session.dtype)
-    if ours.soft_tokens is not None:
-        yield from vision_rows(session)
-        yield parity.vision_row(session.model, session.prompt, ours, session.dtype)
-        yield parity.fusion_row(ours)
+    prompt, ours, model, dtype = session.prompt, session.ours, session.model, session.dtype
+    ids = parity.llm_input_ids(prompt, model)
+    yield from guarded(
+        "static inputs",
+        "ids, valid mask, lengths, image slot",
+        lambda: [parity.static_input_row(prompt, session.runtime_outputs, session.runtime.spec)],
+    )
+    yield from guarded(
+        "token embedding", "vs get_input_embeddings", lambda: [parity.embedding_row(model, session.port, ids)]
+    )
+    yield from guarded(
+        "PLE",
+        "vs project_per_layer_inputs",
+        lambda: [
+            parity.ple_row(
+                model,
+                ids,
+                session.exposed(ours.hidden_states, "hidden states")[0],
+                session.exposed(ours.per_layer_inputs, "per-layer inputs"),
+                dtype,
+            )
+        ],
+    )
+    if prompt.pixel_values is None:
+        return
+    yield from guarded("vision prefill", "sub-stages of this runtime's vision stage", lambda: vision_rows(session))
+    yield from guarded(
+        "vision prefill",
+        "soft tokens",
+        lambda: [parity.vision_row(model, prompt, session.exposed(ours.soft_tokens, "soft tokens"), dtype)],
+    )
+    yield from guarded("fusion", "vs masked_scatter", lambda: [parity.fusion_row(session.runtime_outputs)])
 
 
 def vision_rows(session: Session) -> Iterator[Row]:
-    """The vision stage sub-stage by sub-stage on the sample images (encoder layers merged)."""
+    """This runtime's vision stage sub-stage by sub-stage on the sample images (encoder layers merged)."""
     prompt, profile = session.prompt, session.runtime.layout.vision_profile
     ids, dtype = prompt.image_position_ids, session.dtype
     yield from parity_vision.vision_input_rows(session.model, ids, profile=profile, dtype=dtype)
@@ -47,10 +76,13 @@ def vision_rows(session: Session) -> Iterator[Row]:
 
 
 def rope_rows(session: Session) -> Iterator[Row]:
-    """RoPE per layer type and dtype vs ``Gemma4TextRotaryEmbedding``, positions ``[0, 4100)``."""
-    positions = torch.arange(tolerances.ROPE_POSITIONS)[None]
+    """The port's RoPE per layer type and dtype vs ``Gemma4TextRotaryEmbedding``, positions ``[0, 4100)``
+    (the port's ``max_seq`` at most)."""
+    limit = session.port.limits.max_seq
+    positions = torch.arange(min(tolerances.ROPE_POSITIONS, limit or tolerances.ROPE_POSITIONS))[None]
     for dtype in tolerances.ROPE:
-        yield from parity.rope_rows(session.config, positions, dtype)
+        rows = lambda dtype=dtype: parity.rope_rows(session.config, session.port.rope, positions, dtype)  # noqa: E731
+        yield from guarded("RoPE", str(dtype).removeprefix("torch."), rows)
 
 
 def layer_rows(session: Session) -> Iterator[Row]:
@@ -58,55 +90,78 @@ def layer_rows(session: Session) -> Iterator[Row]:
     if session.dtype != torch.float32:
         yield from verify_numerics.layer_rows(session)
         return
+    yield from guarded("decoder layers", "hidden states", lambda: hidden_state_rows(session))
+    yield from guarded("KV cache", "K/V of every producing layer", lambda: kv_rows(session))
     valid = session.prompt.attention_mask.bool()
-    layers = parity.hidden_state_rows(session.model, session.ours, session.theirs, valid, session.dtype)[1:]
-    for start in range(0, len(layers), LAYER_GROUP):
-        group = layers[start : start + LAYER_GROUP]
-        yield merge(group, "decoder layers", f"layers {start}-{start + len(group) - 1} hidden states")
-    kv = parity.kv_rows(session.runtime, session.model, session.prompt, session.dtype)
-    for kind in ("K", "V"):
-        chosen = [row for row in kv if row.check.endswith(kind)]
-        yield merge(chosen, "KV cache", f"{kind} of {len(chosen)} producing layers vs HF cache")
     hf_logits = session.theirs.logits[torch.arange(valid.shape[0]), session.prompt.last_index]
     yield from parity.logits_rows(session.ours.logits, hf_logits, session.dtype)
 
 
+def hidden_state_rows(session: Session) -> Iterator[Row]:
+    valid = session.prompt.attention_mask.bool()
+    states = session.exposed(session.ours.hidden_states, "hidden states")
+    layers = parity.hidden_state_rows(session.model, states, session.theirs, valid, session.dtype)[1:]
+    for start in range(0, len(layers), LAYER_GROUP):
+        group = layers[start : start + LAYER_GROUP]
+        yield merge(group, "decoder layers", f"layers {start}-{start + len(group) - 1} hidden states")
+
+
+def kv_rows(session: Session) -> Iterator[Row]:
+    kv = parity.kv_rows(session.runtime, session.model, session.prompt, session.dtype)
+    for kind in ("K", "V"):
+        chosen = [row for row in kv if row.check.endswith(kind)]
+        yield merge(chosen, "KV cache", f"{kind} of {len(chosen)} producing layers vs HF cache")
+
+
 def decode_rows(session: Session) -> Iterator[Row]:
     """``steps`` decode steps per row vs HF's DynamicCache, then greedy generation vs HF generate."""
-    prompt, runtime, steps = session.prompt, session.runtime, session.steps
+    prompt, port, steps = session.prompt, session.port, session.steps
     batch = prompt.input_ids.shape[0]
-    vocab = runtime.spec.vocab_size
+    vocab = session.config.get_text_config().vocab_size
     tokens = torch.randint(3, min(vocab, 400), (batch, steps), generator=torch.Generator().manual_seed(1))
     if session.dtype != torch.float32:
         yield from verify_numerics.decode_rows(session, tokens)
         return
-    with recorded_ranges(runtime, session.ranges):
-        rows = parity.decode_rows(session.model, runtime, prompt, tokens, session.dtype)
-        generated = parity.generation_rows(session.model, runtime, prompt, max_new_tokens=steps)
-    logits = [row for row in rows if row.metric == "max abs diff"]
-    yield merge(logits, "decode steps", f"{batch} rows x {steps} steps, logits")
+    with session.recording():
+        decoded = guarded(
+            "decode steps", "decode", lambda: parity.decode_rows(session.model, port, prompt, tokens, session.dtype)
+        )
+        generated = guarded(
+            "generation", "greedy", lambda: parity.generation_rows(session.model, port, prompt, max_new_tokens=steps)
+        )
+    if decoded[0].skipped:
+        yield from decoded
+    else:
+        yield from merge_by(decoded, lambda row: f"{batch} rows x {steps} steps, {row.metric}")
     yield from generated
 
 
 def chunked_prefill_rows(session: Session) -> Iterator[Row]:
-    """A text prompt longer than two windows prefilled in chunks of ``W + 1`` over the ring caches,
-    against HF: the logits and the K/V of every row and producing layer (low precision: against
-    float64, :func:`.verify_numerics.chunked_prefill_rows`)."""
+    """A text prompt longer than two windows prefilled in chunks of ``W + 1`` (this runtime: over
+    its ring caches), against HF: the logits and, for this runtime, the K/V of every row and
+    producing layer (low precision: against float64, :func:`.verify_numerics.chunked_prefill_rows`)."""
+    limits = session.port.limits
+    if not limits.chunked_prefill:
+        yield skip_row("chunked prefill", "chunks of W + 1", f"{session.port.name} does not prefill in chunks")
+        return
     window, chunk = session.window, session.window + 1
-    prompt = text_prompt(session.config, [2 * window + 3, max(1, window - 1)], seed=3)
+    single = limits.max_batch == 1 or limits.padding_side is None
+    prompt = text_prompt(session.config, [2 * window + 3] if single else [2 * window + 3, max(1, window - 1)], seed=3)
     max_seq = -(-(2 * window + 3) // chunk) * chunk
-    runtime = StaticGemma4Runtime(
-        session.model, max_seq=max_seq, batch_size=2, prefill_chunk=chunk, backend=session.backend
-    )
-    ours = runtime.prefill(prompt.input_ids, prompt.attention_mask)
+    port = session.build_port(PortSetup(max_seq, prompt.input_ids.shape[0], prefill_chunk=chunk))
+    ours = port.prefill(prompt).logits
     check = f"chunks of {chunk}"
     if session.dtype != torch.float32:
-        yield from verify_numerics.chunked_prefill_rows(session, runtime, prompt, ours, check)
+        yield from verify_numerics.chunked_prefill_rows(session, port, prompt, ours, check)
         return
-    theirs = hf_prefill(session.model, prompt).logits[torch.arange(2), prompt.last_index]
+    rows = torch.arange(prompt.input_ids.shape[0])
+    theirs = hf_prefill(session.model, prompt).logits[rows, prompt.last_index]
     yield parity.stage_row("chunked prefill", f"{check}, logits of the last valid tokens", ours, theirs, session.dtype)
-    kv = parity.kv_rows(runtime, session.model, prompt, session.dtype)
-    yield merge(kv, "chunked prefill", f"{check}, K/V of every row vs HF cache")
+    kv_check = f"{check}, K/V of every row vs HF cache"
+    if not session.is_runtime:
+        yield skip_row("chunked prefill", kv_check, f"{session.port.name} does not expose its cache")
+        return
+    yield merge(parity.kv_rows(port.runtime, session.model, prompt, session.dtype), "chunked prefill", kv_check)
 
 
 def mask_value_rows(session: Session) -> Iterator[Row]:
@@ -133,20 +188,21 @@ def export_rows(session: Session) -> Iterator[Row]:
     yield merge(parity.export_rows(cases), "export round-trip", f"{len(cases)} stages, exported vs eager")
 
 
-# Every check group by name, in data-flow order (``verify --without NAME`` leaves one out).
-CHECKS: dict[str, Callable[[Session], Iterator[Row]]] = {
-    "inputs": input_rows,
-    "prefill-masks": prefill_mask_rows,
-    "decode-masks": decode_mask_rows,
-    "chunk-masks": chunk_mask_rows,
-    "vision-masks": vision_mask_rows,
-    "rope": rope_rows,
-    "mask-value": mask_value_rows,
-    "layers": layer_rows,
-    "chunked-prefill": chunked_prefill_rows,
-    "decode": decode_rows,
-    "overflow": overflow_rows,
-    "export": export_rows,
+# Every check group by name, in data-flow order (``verify --without NAME`` leaves one out), and
+# whether it reads this project's runtime itself (then another port gets one SKIP row for it).
+CHECKS: dict[str, tuple[Callable[[Session], Iterator[Row]], bool]] = {
+    "inputs": (input_rows, False),
+    "prefill-masks": (prefill_mask_rows, False),
+    "decode-masks": (decode_mask_rows, True),
+    "chunk-masks": (chunk_mask_rows, True),
+    "vision-masks": (vision_mask_rows, False),
+    "rope": (rope_rows, False),
+    "mask-value": (mask_value_rows, True),
+    "layers": (layer_rows, False),
+    "chunked-prefill": (chunked_prefill_rows, False),
+    "decode": (decode_rows, False),
+    "overflow": (overflow_rows, True),
+    "export": (export_rows, True),
 }
 
 
@@ -161,20 +217,29 @@ def run_verification(
     backend: str = "torch",
     mask_value: float | None = None,
     checks: tuple[str, ...] = tuple(CHECKS),
+    port: str = DEFAULT_PORT,
     on_row: Callable[[Row], None] = lambda row: None,
 ) -> list[Row]:
     """Run the ``checks`` (names of :data:`CHECKS`; ``export`` only with ``export=True``) on ``model``
-    (an HF Gemma 4 model) in the profile ``dtype`` with the runtime on ``backend`` (forbidden keys
-    at ``mask_value``, default per dtype); ``on_row`` sees each row as it finishes."""
+    (an HF Gemma 4 model) in the profile ``dtype`` against ``port`` (a built-in name or
+    ``module:factory``; this project's runtime on ``backend`` with forbidden keys at ``mask_value``
+    by default); ``on_row`` sees each row as it finishes."""
     unknown = sorted(set(checks) - set(CHECKS))
     if unknown:
         raise ValueError(f"checks has unknown names {unknown}; expected some of {list(CHECKS)}")
-    session = open_session(model, dtype=dtype, max_seq=max_seq, steps=steps, backend=backend, mask_value=mask_value)
+    session = open_session(
+        model, dtype=dtype, max_seq=max_seq, steps=steps, backend=backend, mask_value=mask_value, port=port
+    )
     rows = []
-    for name, stage in CHECKS.items():
+    for name, (stage, runtime_only) in CHECKS.items():
         if name not in checks or (name == "export" and not export):
             continue
-        for row in stage(session):
+        if runtime_only and not session.is_runtime:
+            reason = f"reads this project's runtime itself; {session.port.name} is another port"
+            produced = [skip_row(name, "runtime internals", reason)]
+        else:
+            produced = list(stage(session))
+        for row in produced:
             on_row(row)
             rows.append(row)
     return rows

@@ -16,23 +16,32 @@ from .session import Session
 
 
 def prefill_mask_rows(session: Session) -> Iterator[Row]:
-    """Prefill masks vs HF under each attention implementation, over lengths x batch x padding."""
+    """The port's prefill masks vs HF under each attention implementation, over lengths x batch x
+    padding (the layouts the port takes: one unpadded row for a port without padding)."""
+    limits = session.port.limits
+    batches = [batch for batch in (1, 3) if limits.max_batch is None or batch <= limits.max_batch]
+    paddings = PADDINGS if limits.padding_side is not None else ("none",)
+    cases = [
+        valid_mask(padding, batch, sequence_length(kind, session.window))
+        for kind in LENGTHS
+        for batch in batches
+        for padding in paddings
+    ]
     for attn_implementation in ATTN_IMPLEMENTATIONS:
-        cases = [
-            valid_mask(padding, batch, sequence_length(kind, session.window))
-            for kind in LENGTHS
-            for batch in (1, 3)
-            for padding in PADDINGS
-        ]
         rows = [
-            row for valid in cases for row in parity_masks.prefill_mask_rows(session.config, valid, attn_implementation)
+            row
+            for valid in cases
+            for row in parity_masks.prefill_mask_rows(
+                session.config, valid, attn_implementation, session.port.prefill_masks
+            )
         ]
         suffix = f"({len(cases)} layouts)"
         yield from merge_by(rows, lambda row, suffix=suffix: f"{row.check} {suffix}")
 
 
 def decode_mask_rows(session: Session) -> Iterator[Row]:
-    """Decode masks vs HF with a DynamicCache, as visible absolute positions around the window edges."""
+    """This runtime's decode masks vs HF with a DynamicCache, as visible absolute positions around
+    the window edges (its own cache layout: other ports attend over their own caches)."""
     window = session.window
     positions = sorted({1, window - 1, window, window + 1, 2 * window + 3})
     for attn_implementation in ATTN_IMPLEMENTATIONS:
@@ -47,7 +56,7 @@ def decode_mask_rows(session: Session) -> Iterator[Row]:
 
 
 def chunk_mask_rows(session: Session) -> Iterator[Row]:
-    """Chunked-prefill masks vs the rows of HF's single-shot mask, chunks around the window."""
+    """This runtime's chunked-prefill masks vs the rows of HF's single-shot mask, chunks around the window."""
     window = session.window
     chunks = sorted({max(1, window - 1), window, window + 1})
     valid = valid_mask("right", 3, sequence_length("above", window))
@@ -73,4 +82,6 @@ def vision_mask_rows(session: Session) -> Iterator[Row]:
     types[1, 2 + window // 2 : 2 + window] = 1
     valid = valid_mask("right", 2, length)
     for attn_implementation in ATTN_IMPLEMENTATIONS:
-        yield from parity_masks.prefill_mask_rows(session.config, valid, attn_implementation, mm_token_type_ids=types)
+        yield from parity_masks.prefill_mask_rows(
+            session.config, valid, attn_implementation, session.port.prefill_masks, mm_token_type_ids=types
+        )

@@ -14,7 +14,6 @@ from ..spec import text_module
 from . import parity, parity_numerics
 from .gates import GATES
 from .hf import hf_decode_logits, hf_generate, hf_greedy, hf_prefill, paired_hidden_states, paired_kv
-from .overflow import recorded_ranges
 from .report import Row, merge_by
 from .samples import Prompt
 from .session import LAYER_GROUP, Session
@@ -24,12 +23,12 @@ def input_rows(session: Session) -> Iterator[Row]:
     """Static inputs and token embedding exactly as HF's same-dtype ones; the embedding, PLE and the
     soft tokens against float64."""
     ours, gate, reference_model = session.ours, GATES[session.dtype], session.reference_model
-    yield parity.static_input_row(session.prompt, ours, session.runtime.spec)
-    yield parity.embedding_row(session.model, session.runtime, ours.inputs.input_ids)
+    yield parity.static_input_row(session.prompt, session.runtime_outputs, session.runtime.spec)
+    ids = parity.llm_input_ids(session.prompt, session.model)
+    yield parity.embedding_row(session.model, session.port, ids)
     valid = session.prompt.attention_mask.bool()
-    ids = ours.inputs.input_ids[:, : valid.shape[1]]
     embedded = [model.get_input_embeddings()(ids)[valid] for model in (session.model, reference_model)]
-    mine = session.runtime.stages.embedding(ids)[valid]
+    mine = session.port.token_embedding(ids)[valid]
     yield from parity_numerics.metric_rows("token embedding", "vs float64", mine, *embedded, gate)
     ple = {}
     for name, model, output in (("hf", session.model, session.theirs), ("ref", reference_model, session.reference)):
@@ -50,7 +49,7 @@ def input_rows(session: Session) -> Iterator[Row]:
             "vision prefill", "soft tokens", ours.soft_tokens, soft["hf"], soft["ref"], gate
         )
         yield from rows
-        yield parity.fusion_row(ours)
+        yield parity.fusion_row(session.runtime_outputs)
 
 
 def layer_rows(session: Session) -> Iterator[Row]:
@@ -72,8 +71,7 @@ def layer_rows(session: Session) -> Iterator[Row]:
     check = "last valid token per row"
     yield from parity_numerics.metric_rows("prefill logits", check, session.ours.logits, hf, reference, gate)
     yield parity_numerics.sample_gap_row("prefill logits", reference, gate)
-    final = session.ours.hidden_states[-1][:, : valid.shape[1]]
-    every = runtime.stages.lm_head(final)[valid]
+    every = session.exposed(session.ours.all_logits, "the logits of every position")[valid]
     positions = valid.nonzero().tolist()
     yield from parity_numerics.token_rows(
         "prefill logits",
@@ -102,9 +100,7 @@ def _kv_rows(session: Session, stage: str, runtime: Any, prompt: Prompt, prefix:
         yield from merge_by(rows, attrgetter("metric"), f"{prefix}{kind} of every producing layer and row")
 
 
-def chunked_prefill_rows(
-    session: Session, runtime: Any, prompt: Prompt, ours: torch.Tensor, check: str
-) -> Iterator[Row]:
+def chunked_prefill_rows(session: Session, port: Any, prompt: Prompt, ours: torch.Tensor, check: str) -> Iterator[Row]:
     """A chunked prefill's last-token logits ``ours (B, vocab)`` and its cache against float64 (HF's
     same-dtype figures beside), the logits under the token rule too."""
     gate, rows = GATES[session.dtype], torch.arange(prompt.input_ids.shape[0])
@@ -117,15 +113,15 @@ def chunked_prefill_rows(
     yield from parity_numerics.decision_rows(
         stage, check, ours, reference, bound, text, lambda row: f"row {row}", hf=hf
     )
-    yield from _kv_rows(session, stage, runtime, prompt, f"{check}, ")
+    yield from _kv_rows(session, stage, port.runtime, prompt, f"{check}, ")
 
 
 def decode_rows(session: Session, tokens: torch.Tensor) -> Iterator[Row]:
     """Decode ``tokens (B, T)`` after the prefill, then greedy generation; against float64."""
-    runtime, prompt, gate = session.runtime, session.prompt, GATES[session.dtype]
+    prompt, gate = session.prompt, GATES[session.dtype]
     batch, steps = tokens.shape
-    with recorded_ranges(runtime, session.ranges):
-        ours = parity.runtime_decode(runtime, tokens)
+    with session.recording():
+        ours = parity.port_decode(session.port, tokens)
     models = (("hf", session.model), ("ref", session.reference_model))
     decoded = {name: hf_decode_logits(model, prompt, tokens) for name, model in models}
     flat = [logits.flatten(0, 1) for logits in (ours, decoded["hf"], decoded["ref"])]
@@ -134,8 +130,8 @@ def decode_rows(session: Session, tokens: torch.Tensor) -> Iterator[Row]:
     yield from parity_numerics.token_rows(
         "decode steps", check, *flat, gate, lambda index: f"row {index // steps} step {index % steps}"
     )
-    with recorded_ranges(runtime, session.ranges):
-        generated = parity.runtime_generate(runtime, prompt, max_new_tokens=steps)
+    with session.recording():
+        generated = session.port.generate(prompt, max_new_tokens=steps)
     hf_tokens = hf_generate(session.model, prompt, max_new_tokens=steps, eos_token_id=None)
     tokens, logits = hf_greedy(session.reference_model, prompt, max_new_tokens=steps, eos_token_id=None)
     bound = gate.token_bound(logits.flatten(0, 1)).view(tokens.shape)

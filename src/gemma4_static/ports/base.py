@@ -1,0 +1,131 @@
+"""The port interface: what a Gemma 4 implementation under test exposes to the parity checks.
+
+A *port* is an implementation of Gemma 4 inference (this project's static runtime, ExecuTorch's
+Gemma 4, Qualcomm's static QNN Gemma 4, a team's own) seen through :class:`Gemma4Port`. Every stage
+is optional: a port overrides the methods it has, the others raise :class:`NotExposed` with the
+reason, and a check on a stage a port lacks is reported as skipped with that reason, never as
+passed. Conventions (the same as HF's, so no check converts):
+
+- ids ``(B, S)`` int64, right-padded unless ``limits.padding_side`` says otherwise; a 0/1
+  ``attention_mask (B, S)``; positions start at 0 at each row's first token;
+- masks ``{layer_type: (B, 1, Q, K)}`` boolean, ``True`` = the query may attend the key;
+- RoPE ``{layer_type: (cos, sin)}``, each ``(B, S, head_dim)`` in HF's rotate-half layout (the two
+  halves repeat the frequencies; pairs that do not rotate have cos 1, sin 0);
+- hidden states ``(B, S, H)``; logits ``(B, vocab)`` after the final softcap unless a method says
+  otherwise.
+
+A port is built by a factory ``factory(model, setup) -> Gemma4Port`` from an HF Gemma 4 model (the
+weights to load, with the port's own converter) and a :class:`PortSetup` (the static sizes the
+checks need); :mod:`.registry` finds factories by name or ``module:factory``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+class NotExposed(Exception):
+    """A stage the port does not expose; the message says why (shown beside the skipped check)."""
+
+
+@dataclass(frozen=True)
+class PortSetup:
+    """The static sizes a check asks a port for: batch, static length, and optionally one image slot
+    ``[visual_start_idx, visual_start_idx + num_visual_tokens)`` and a prefill chunk length."""
+
+    max_seq: int
+    batch_size: int = 1
+    visual_start_idx: int | None = None
+    num_visual_tokens: int | None = None
+    prefill_chunk: int | None = None
+
+
+@dataclass(frozen=True)
+class PortLimits:
+    """What a port accepts: the largest batch (``None``: any), its padding side (``"right"``, or
+    ``None`` for no padding at all: every row as long as the longest), the largest ``max_seq``, the
+    dtypes it runs, whether it takes images (and needs one), and whether it prefills in chunks."""
+
+    max_batch: int | None = None
+    padding_side: str | None = "right"
+    max_seq: int | None = None
+    dtypes: tuple[torch.dtype, ...] = (torch.float32,)
+    images: bool = False
+    needs_image: bool = False
+    chunked_prefill: bool = False
+
+
+@dataclass(frozen=True)
+class PortPrefill:
+    """A prefill's results: ``logits (B, vocab)`` at each row's last valid token and, where the port
+    exposes them, the embeddings after fusion and each layer's output (``hidden_states``, ``(B, S,
+    H)`` each, HF's ``output_hidden_states`` order without the final norm), the per-layer inputs
+    ``(B, S, L, P)``, the soft tokens ``(N, T, H)`` and every layer's logits ``all_logits (B, S,
+    vocab)``."""
+
+    logits: torch.Tensor
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    per_layer_inputs: torch.Tensor | None = None
+    soft_tokens: torch.Tensor | None = None
+    all_logits: torch.Tensor | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Gemma4Port:
+    """Base class of a port: every stage raises :class:`NotExposed`; a port overrides what it has.
+
+    ``name`` and ``version`` identify it in reports; ``limits`` say what it accepts."""
+
+    name = "unnamed port"
+    version = ""
+    limits = PortLimits()
+    pad_token_id: int | None = None  # what generate writes after a row's EOS
+
+    def _missing(self, stage: str) -> NotExposed:
+        return NotExposed(f"{self.name} does not expose {stage}")
+
+    def prefill_masks(
+        self, attention_mask: torch.Tensor, mm_token_type_ids: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
+        """``{layer_type: (B, 1, S, S) bool}`` for a 0/1 ``attention_mask (B, S)``."""
+        raise self._missing("prefill masks")
+
+    def rope(self, position_ids: torch.Tensor, dtype: torch.dtype) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """``{layer_type: (cos, sin)}``, each ``(B, S, head_dim)`` in ``dtype``, for ``position_ids (B, S)``."""
+        raise self._missing("RoPE tables")
+
+    def token_embedding(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The scaled token embedding ``(B, S, H)`` of ``input_ids (B, S)``."""
+        raise self._missing("the token embedding")
+
+    def prefill(self, prompt: Any, *, keep_intermediates: bool = False) -> PortPrefill:
+        """Prefill a sample prompt (``input_ids``, ``attention_mask``, optional ``pixel_values`` and
+        ``image_position_ids``); with ``keep_intermediates`` also what :class:`PortPrefill` may hold."""
+        raise self._missing("prefill")
+
+    def decode(self, next_ids: torch.Tensor) -> torch.Tensor:
+        """One token per row ``(B, 1)`` after the prefill, each row at its next position: ``(B, vocab)``."""
+        raise self._missing("a decode step")
+
+    def generate(self, prompt: Any, *, max_new_tokens: int, eos_token_id: int | None = None) -> torch.Tensor:
+        """Greedy generation: the new tokens ``(B, max_new_tokens)``, the pad id after a row's EOS.
+        By default the greedy loop of HF's ``generate`` over this port's own :meth:`prefill` and
+        :meth:`decode` (a port with its own loop overrides it)."""
+        if self.pad_token_id is None:
+            raise self._missing("greedy generation (no pad id)")
+        logits = self.prefill(prompt).logits
+        batch = logits.shape[0]
+        tokens = torch.full((batch, max_new_tokens), self.pad_token_id, dtype=torch.long)
+        finished = torch.zeros(batch, dtype=torch.bool)
+        for step in range(max_new_tokens):
+            token = torch.where(finished, self.pad_token_id, logits.argmax(dim=-1))
+            tokens[:, step] = token
+            if eos_token_id is not None:
+                finished |= token == eos_token_id
+            if step + 1 == max_new_tokens or bool(finished.all()):
+                break
+            logits = self.decode(token[:, None])
+        return tokens

@@ -1,0 +1,167 @@
+"""ExecuTorch's own Gemma 4 text decoder (``executorch.examples.models.gemma4.text_decoder``, in
+the ``executorch`` wheel) as a port: batch 1, no padding, text only, its in-program KV cache
+(``max_seq`` slots per producing layer, written at ``input_pos``), its masks and RoPE.
+
+Built the way its own export does: its config (from the live HF config object: its ``from_json``
+predates the per-layer config layout of transformers >= 5.15), its weights from an HF checkpoint
+folder through its own ``convert_hf_to_custom`` (the model is saved in the released checkpoints'
+key layout first), loaded with an explicit allow-list of the keys it may miss: KV-shared layers
+have no K/V weights in HF checkpoints (never a blanket ``strict=False``: a wrong head count would
+then load silently)."""
+
+from __future__ import annotations
+
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..spec import read_text_config, text_module
+from .base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
+from .checkpoint_layout import save_released_layout
+from .hooks import captured_layers
+
+
+def executorch_config(model: Any, max_seq: int) -> Any:
+    """ExecuTorch's ``Gemma4Config`` for an HF Gemma 4 model, read from the live config object."""
+    from executorch.examples.models.gemma4.text_decoder import Gemma4Config
+
+    text = model.config.get_text_config()
+    view = read_text_config(text)
+    full, sliding = view.spec("full_attention"), view.spec("sliding_attention")
+    first_sliding = text.per_layer_config[view.layer_types.index("sliding_attention")]
+    return Gemma4Config(
+        hidden_size=text.hidden_size,
+        num_hidden_layers=text.num_hidden_layers,
+        num_attention_heads=text.num_attention_heads,
+        num_key_value_heads=sliding.num_kv_heads,
+        head_dim=sliding.head_dim,
+        global_head_dim=full.head_dim,
+        vocab_size=text.vocab_size,
+        intermediate_size=first_sliding.intermediate_size,
+        use_double_wide_mlp=text.use_double_wide_mlp,
+        rms_norm_eps=text.rms_norm_eps,
+        rope_theta=full.rope.theta,
+        rope_local_base_freq=sliding.rope.theta,
+        partial_rotary_factor=full.rope.partial_rotary_factor,
+        sliding_window=view.sliding_window,
+        layer_types=list(view.layer_types),
+        final_logit_softcapping=text.final_logit_softcapping or 0.0,
+        hidden_size_per_layer_input=text.hidden_size_per_layer_input,
+        vocab_size_per_layer_input=text.vocab_size_per_layer_input,
+        num_kv_shared_layers=text.num_kv_shared_layers,
+        tie_word_embeddings=True,
+        max_seq_len=max_seq,
+        max_context_len=max_seq,
+        use_custom_sdpa=False,
+    )
+
+
+class ExecuTorchGemma4Port(Gemma4Port):
+    """``Gemma4ForCausalLM`` of ExecuTorch's Gemma 4 example, eager, float32."""
+
+    name = "executorch-gemma4"
+    limits = PortLimits(max_batch=1, padding_side=None, dtypes=(torch.float32,), chunked_prefill=True)
+
+    def __init__(self, model: Any, setup: PortSetup) -> None:
+        from executorch.examples.models.gemma4.text_decoder import convert_hf_to_custom
+        from executorch.examples.models.gemma4.text_decoder.gemma4_transformer import Gemma4ForCausalLM
+
+        if setup.batch_size != 1 or setup.num_visual_tokens:
+            raise ValueError(f"{self.name} takes batch 1 and text only, got {setup}")
+        self.version = metadata.version("executorch")
+        self.config = executorch_config(model, setup.max_seq)
+        self.model = Gemma4ForCausalLM(self.config).eval()
+        with tempfile.TemporaryDirectory() as folder:
+            save_released_layout(model, Path(folder))
+            state = convert_hf_to_custom(folder, self.config)
+        expected_missing = {
+            f"model.cross_decoder.layers.{index}.self_attn.{name}.weight"
+            for index in range(self.config.num_cross_decoder_layers)
+            for name in ("k_proj", "v_proj", "k_norm")
+        }
+        result = self.model.load_state_dict(state, strict=False)
+        missing = set(result.missing_keys) - expected_missing
+        if missing or result.unexpected_keys:
+            raise ValueError(
+                f"{self.name} did not load cleanly: missing {sorted(missing)}, unexpected {result.unexpected_keys}"
+            )
+        self.model.to(text_module(model).embed_tokens.weight.dtype)
+        self.pad_token_id = model.config.get_text_config().pad_token_id
+        self.position = 0
+
+    @property
+    def _layers(self) -> list[Any]:
+        decoder = self.model.model
+        return [*decoder.self_decoder.layers, *decoder.cross_decoder.layers]
+
+    def _attention(self, layer_type: str) -> Any:
+        return next(
+            layer.self_attn
+            for layer in self._layers
+            if (layer.self_attn.sliding_window is not None) == (layer_type == "sliding_attention")
+        )
+
+    def prefill_masks(
+        self, attention_mask: torch.Tensor, mm_token_type_ids: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
+        if attention_mask.shape[0] != 1 or not bool(attention_mask.bool().all()):
+            raise NotExposed(f"{self.name} takes one unpadded row")
+        if mm_token_type_ids is not None and bool(mm_token_type_ids.any()):
+            raise NotExposed(f"{self.name} has no image blocks (text only)")
+        length = attention_mask.shape[1]
+        return {
+            layer_type: (self._attention(layer_type)._build_attn_mask(None, length, length) == 0)[None, None]
+            for layer_type in ("full_attention", "sliding_attention")
+        }
+
+    def rope(self, position_ids: torch.Tensor, dtype: torch.dtype) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        tables = {}
+        for layer_type in ("full_attention", "sliding_attention"):
+            attention = self._attention(layer_type)
+            pairs = [attention._get_rope_freqs(row, row.numel()) for row in position_ids]
+            tables[layer_type] = tuple(torch.stack(part).to(dtype) for part in zip(*pairs, strict=True))
+        return tables
+
+    def token_embedding(self, input_ids: torch.Tensor) -> torch.Tensor:
+        decoder = self.model.model.self_decoder
+        return decoder.embed_tokens(input_ids) * decoder.embed_scale
+
+    def _reset(self) -> None:
+        for layer in self._layers:
+            cache = layer.self_attn.kv_cache
+            if cache is not None:
+                for buffer in cache.buffers():
+                    buffer.zero_()
+        self.position = 0
+
+    def _one_row(self, prompt: Any) -> torch.Tensor:
+        if prompt.input_ids.shape[0] != 1 or not bool(prompt.attention_mask.bool().all()):
+            raise NotExposed(f"{self.name} takes one unpadded row")
+        if prompt.pixel_values is not None:
+            raise NotExposed(f"{self.name} is text only")
+        return prompt.input_ids
+
+    @torch.no_grad()
+    def prefill(self, prompt: Any, *, keep_intermediates: bool = False) -> PortPrefill:
+        ids = self._one_row(prompt)
+        self._reset()
+        positions = torch.arange(ids.shape[1])
+        if not keep_intermediates:
+            logits = self.model(ids, positions)[:, -1]
+            self.position = ids.shape[1]
+            return PortPrefill(logits)
+        with captured_layers(self._layers) as states:
+            logits = self.model(ids, positions)[:, -1]
+        self.position = ids.shape[1]
+        return PortPrefill(logits, hidden_states=tuple(states))
+
+    @torch.no_grad()
+    def decode(self, next_ids: torch.Tensor) -> torch.Tensor:
+        if self.position == 0:
+            raise ValueError(f"{self.name}: decode needs a prefill first")
+        logits = self.model(next_ids, torch.tensor([self.position]))[:, -1]
+        self.position += 1
+        return logits

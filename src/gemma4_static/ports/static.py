@@ -1,0 +1,111 @@
+"""This project's static runtime as a port (the default one): every stage exposed, and the runtime
+itself (``port.runtime``) for the checks only it can answer (its mask value, its overflow report,
+its exported stages, its cache layout)."""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any
+
+import torch
+
+from ..cpu.masks import build_prefill_bool_masks
+from ..cpu.rope import build_rope
+from ..runtime import StaticGemma4Runtime
+from .base import Gemma4Port, PortLimits, PortPrefill, PortSetup
+
+
+def prefill_masks_of(config: Any) -> Any:
+    """This project's prefill mask builder for ``config``: ``(valid, mm_token_type_ids) -> {layer_type: bool mask}``."""
+    return lambda valid, types=None: build_prefill_bool_masks(config, valid, mm_token_type_ids=types)
+
+
+def rope_of(config: Any) -> Any:
+    """This project's RoPE tables for ``config``: ``(position_ids, dtype) -> {layer_type: (cos, sin)}``."""
+    return lambda position_ids, dtype: build_rope(config, position_ids, dtype=dtype)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("gemma4-static")
+    except metadata.PackageNotFoundError:
+        return "source tree"
+
+
+class StaticRuntimePort(Gemma4Port):
+    """:class:`~gemma4_static.runtime.StaticGemma4Runtime` behind the port interface."""
+
+    name = "gemma4-static"
+    limits = PortLimits(
+        padding_side="right",
+        dtypes=(torch.float32, torch.bfloat16, torch.float16),
+        images=True,
+        chunked_prefill=True,
+    )
+
+    def __init__(
+        self, model: Any, setup: PortSetup, *, backend: str = "torch", mask_value: float | None = None
+    ) -> None:
+        self.version = _version()
+        self.runtime = StaticGemma4Runtime(
+            model,
+            max_seq=setup.max_seq,
+            batch_size=setup.batch_size,
+            visual_start_idx=setup.visual_start_idx,
+            num_visual_tokens=setup.num_visual_tokens,
+            prefill_chunk=setup.prefill_chunk,
+            backend=backend,
+            mask_value=mask_value,
+        )
+        self.config = model.config
+
+    @classmethod
+    def around(cls, runtime: StaticGemma4Runtime, config: Any) -> StaticRuntimePort:
+        """A port around an existing runtime (built for a model whose HF config is ``config``)."""
+        port = cls.__new__(cls)
+        port.version, port.runtime, port.config = _version(), runtime, config
+        return port
+
+    def prefill_masks(
+        self, attention_mask: torch.Tensor, mm_token_type_ids: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
+        return prefill_masks_of(self.config)(attention_mask, mm_token_type_ids)
+
+    def rope(self, position_ids: torch.Tensor, dtype: torch.dtype) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        return rope_of(self.config)(position_ids, dtype)
+
+    def token_embedding(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.runtime.stages.embedding(input_ids)
+
+    def prefill(self, prompt: Any, *, keep_intermediates: bool = False) -> PortPrefill:
+        runtime = self.runtime
+        inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
+        outputs = runtime.prefill_outputs(
+            inputs, prompt.pixel_values, prompt.image_position_ids, keep_intermediates=keep_intermediates
+        )
+        if not keep_intermediates:
+            return PortPrefill(outputs.logits)
+        length = prompt.input_ids.shape[1]
+        states = None if outputs.hidden_states is None else tuple(s[:, :length] for s in outputs.hidden_states)
+        all_logits = None if states is None else runtime.stages.lm_head(states[-1])
+        return PortPrefill(
+            outputs.logits,
+            hidden_states=states,
+            per_layer_inputs=outputs.per_layer_inputs[:, :length],
+            soft_tokens=outputs.soft_tokens,
+            all_logits=all_logits,
+            extra={"outputs": outputs},
+        )
+
+    def decode(self, next_ids: torch.Tensor) -> torch.Tensor:
+        return self.runtime.decode_one(next_ids)
+
+    def generate(self, prompt: Any, *, max_new_tokens: int, eos_token_id: int | None = None) -> torch.Tensor:
+        return self.runtime.generate(
+            prompt.input_ids,
+            prompt.attention_mask,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=eos_token_id,
+            pixel_values=prompt.pixel_values,
+            image_position_ids=prompt.image_position_ids,
+        )
