@@ -102,6 +102,13 @@ def _parser() -> argparse.ArgumentParser:
         help="leave out a check group, e.g. rope or decode-masks (repeatable; the report's groups are listed on error)",
     )
     verify.add_argument(
+        "--port",
+        default="gemma4-static",
+        metavar="NAME",
+        help="the Gemma 4 implementation to check: gemma4-static (this runtime), executorch-gemma4, qnn-gemma4, "
+        "or package.module:factory (see the README's port interface)",
+    )
+    verify.add_argument(
         "--kernel-set",
         metavar="NAME",
         help="run in a new process under a kernel set (native, avx2, avx512, baseline; see gemma4-static kernels)",
@@ -197,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
 
             return self_test_command(model, name, args.fault, checks, getattr(torch, args.dtype), started)
         kernels = active_kernels()
-        print(f"gemma4-static verify: {name} ({type(model).__name__}, {args.dtype}; {kernels})", flush=True)
+        header = f"{name} ({type(model).__name__}, {args.dtype}; port {args.port}; {kernels})"
+        print(f"gemma4-static verify: {header}", flush=True)
         first_failure = [True]
 
         def show(row: Row) -> None:
@@ -214,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             backend=args.backend,
             mask_value=args.mask_value,
             checks=checks,
+            port=args.port,
             on_row=show,
         )
     except ValueError as error:

@@ -238,7 +238,7 @@ def run_verification(
             reason = f"reads this project's runtime itself; {session.port.name} is another port"
             produced = [skip_row(name, "runtime internals", reason)]
         else:
-            produced = list(stage(session))
+            produced = guarded(name, "the rest of this group", lambda stage=stage: stage(session))
         for row in produced:
             on_row(row)
             rows.append(row)

@@ -7,11 +7,12 @@ from collections.abc import Iterator
 
 import torch
 
+from ..ports.base import PortSetup
 from ..spec import read_text_config
 from . import parity_masks
 from .hf import ATTN_IMPLEMENTATIONS
 from .layouts import LENGTHS, PADDINGS, sequence_length, valid_mask
-from .report import Row, merge_by
+from .report import Row, merge_by, skip_row
 from .session import Session
 
 
@@ -27,13 +28,13 @@ def prefill_mask_rows(session: Session) -> Iterator[Row]:
         for batch in batches
         for padding in paddings
     ]
+    # a port sized for the longest layout (a static port's masks are as long as its max_seq)
+    port = session.build_port(PortSetup(max(case.shape[1] for case in cases), max(batches)))
     for attn_implementation in ATTN_IMPLEMENTATIONS:
         rows = [
             row
             for valid in cases
-            for row in parity_masks.prefill_mask_rows(
-                session.config, valid, attn_implementation, session.port.prefill_masks
-            )
+            for row in parity_masks.prefill_mask_rows(session.config, valid, attn_implementation, port.prefill_masks)
         ]
         suffix = f"({len(cases)} layouts)"
         yield from merge_by(rows, lambda row, suffix=suffix: f"{row.check} {suffix}")
@@ -73,6 +74,9 @@ def chunk_mask_rows(session: Session) -> Iterator[Row]:
 def vision_mask_rows(session: Session) -> Iterator[Row]:
     """Vision-bidirectional prefill masks vs HF's vision mask path (only for such models)."""
     if read_text_config(session.config).use_bidirectional_attention != "vision":
+        return
+    if not session.port.limits.images:
+        yield skip_row("masks vision", "image blocks", f"{session.port.name} takes no images")
         return
     window = session.window
     length = 3 * window + 4

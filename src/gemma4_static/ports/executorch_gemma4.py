@@ -21,7 +21,7 @@ import torch
 from ..spec import read_text_config, text_module
 from .base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
 from .checkpoint_layout import save_released_layout
-from .hooks import captured_layers
+from .hooks import captured_layers, captured_output
 
 
 def executorch_config(model: Any, max_seq: int) -> Any:
@@ -72,6 +72,7 @@ class ExecuTorchGemma4Port(Gemma4Port):
         if setup.batch_size != 1 or setup.num_visual_tokens:
             raise ValueError(f"{self.name} takes batch 1 and text only, got {setup}")
         self.version = metadata.version("executorch")
+        self.setup = setup
         self.config = executorch_config(model, setup.max_seq)
         self.model = Gemma4ForCausalLM(self.config).eval()
         with tempfile.TemporaryDirectory() as folder:
@@ -146,17 +147,21 @@ class ExecuTorchGemma4Port(Gemma4Port):
 
     @torch.no_grad()
     def prefill(self, prompt: Any, *, keep_intermediates: bool = False) -> PortPrefill:
+        """The prompt in one call, or in chunks of ``setup.prefill_chunk`` at their positions (its
+        cache carries the earlier chunks); intermediates of a single call only."""
         ids = self._one_row(prompt)
         self._reset()
-        positions = torch.arange(ids.shape[1])
+        length, chunk = ids.shape[1], self.setup.prefill_chunk or ids.shape[1]
+        if keep_intermediates and chunk < length:
+            raise NotExposed(f"{self.name} intermediates of a chunked prefill")
+        decoder = self.model.model.self_decoder
+        with captured_layers(self._layers) as states, captured_output(decoder, "_compute_per_layer_inputs") as ple:
+            for start in range(0, length, chunk):
+                logits = self.model(ids[:, start : start + chunk], torch.arange(start, min(start + chunk, length)))
+        self.position = length
         if not keep_intermediates:
-            logits = self.model(ids, positions)[:, -1]
-            self.position = ids.shape[1]
-            return PortPrefill(logits)
-        with captured_layers(self._layers) as states:
-            logits = self.model(ids, positions)[:, -1]
-        self.position = ids.shape[1]
-        return PortPrefill(logits, hidden_states=tuple(states))
+            return PortPrefill(logits[:, -1])
+        return PortPrefill(logits[:, -1], hidden_states=tuple(states), per_layer_inputs=ple[0].permute(1, 2, 0, 3))
 
     @torch.no_grad()
     def decode(self, next_ids: torch.Tensor) -> torch.Tensor:

@@ -32,3 +32,21 @@ def captured_layers(layers: list[Any]) -> Iterator[list[torch.Tensor]]:
     finally:
         for handle in handles:
             handle.remove()
+
+
+@contextlib.contextmanager
+def captured_output(owner: Any, method: str) -> Iterator[list[Any]]:
+    """While the block runs, ``owner.method`` is wrapped so that the list collects what each call
+    returns (for a stage a port computes in a method, not a module)."""
+    outputs: list[Any] = []
+    original = getattr(owner, method)
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        outputs.append(original(*args, **kwargs))
+        return outputs[-1]
+
+    setattr(owner, method, recording)
+    try:
+        yield outputs
+    finally:
+        delattr(owner, method)  # the instance attribute goes; the class's method shows again
