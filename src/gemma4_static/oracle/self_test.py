@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import sys
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -16,6 +14,7 @@ import torch
 from .catalogue import CATALOGUE, faults_named
 from .faults import Fault
 from .report import Row
+from .session import raised_in
 from .verify import CHECKS, run_verification
 
 
@@ -74,23 +73,11 @@ def run_fault(
         try:
             rows = run_verification(model, dtype=dtype, export=False, checks=checks)
         except Exception as error:  # a port that crashes is caught too, unless the crash is the oracle's
-            where = _raised_in(error)
+            where = raised_in(error)
             return FaultResult(
                 fault, error=f"{type(error).__name__} in {where}: {error}", oracle_crashed=where == "oracle"
             )
     return FaultResult(fault, failed=tuple(row for row in rows if not row.passed))
-
-
-def _raised_in(error: BaseException) -> str:
-    """``"oracle"`` when the innermost frame of this package that raised lies in the oracle (a
-    broken check, which must never count as a caught fault), else ``"runtime"``."""
-    package = Path(__file__).resolve().parents[1]
-    innermost = "runtime"
-    for frame, _ in traceback.walk_tb(error.__traceback__):
-        path = Path(frame.f_code.co_filename).resolve()
-        if path.is_relative_to(package):
-            innermost = "oracle" if path.is_relative_to(package / "oracle") else "runtime"
-    return innermost
 
 
 def format_result(result: FaultResult) -> str:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -41,7 +43,7 @@ class Session:
     steps: int
     prompt: Prompt
     port: Gemma4Port
-    ours: PortPrefill
+    prefilled: PortPrefill | Exception
     theirs: Any
     port_name: str = DEFAULT_PORT
     backend: str = "torch"
@@ -56,6 +58,14 @@ class Session:
     @property
     def window(self) -> int:
         return read_text_config(self.config).sliding_window
+
+    @property
+    def ours(self) -> PortPrefill:
+        """The port's prefill of the sample prompt; the port's own error again if it raised there
+        (so each check that needs it fails with that error, and the others still run)."""
+        if isinstance(self.prefilled, Exception):
+            raise self.prefilled
+        return self.prefilled
 
     @property
     def is_runtime(self) -> bool:
@@ -93,11 +103,31 @@ class Session:
 
 
 def guarded(stage: str, check: str, rows: Callable[[], Iterable[Row]]) -> list[Row]:
-    """The rows of one check, or one SKIP row with the reason when the port cannot answer it."""
+    """The rows of one check; one SKIP row with the reason when the port cannot answer it; one FAIL
+    row naming the error when the port raises (an error of the checks themselves propagates)."""
     try:
         return list(rows())
     except NotExposed as reason:
         return [skip_row(stage, check, str(reason))]
+    except Exception as error:
+        if raised_in(error) == "oracle":
+            raise
+        where = traceback.extract_tb(error.__traceback__)[-1]
+        raised = f"{type(error).__name__}: {error} ({Path(where.filename).name}:{where.lineno})"
+        return [Row(stage, f"{check}: the port raised", "errors", 1, 0, detail=raised)]
+
+
+def raised_in(error: BaseException) -> str:
+    """``"oracle"`` when the innermost frame of this package that raised lies in the oracle (a broken
+    check, which must never count as a finding about the port), else ``"port"`` (the runtime, a port
+    adapter or the code it drives)."""
+    package = Path(__file__).resolve().parents[1]
+    innermost = "port"
+    for frame, _ in traceback.walk_tb(error.__traceback__):
+        path = Path(frame.f_code.co_filename).resolve()
+        if path.is_relative_to(package):
+            innermost = "oracle" if path.is_relative_to(package / "oracle") else "port"
+    return innermost
 
 
 def make_port(
@@ -155,7 +185,12 @@ def open_session(
     under_test = make_port(port, model, setup, backend=backend, mask_value=mask_value)
     session = Session(model, dtype, steps, prompt, under_test, PortPrefill(torch.empty(0)), None, port, backend)
     with session.recording():
-        session.ours = under_test.prefill(prompt, keep_intermediates=True)
+        try:
+            session.prefilled = under_test.prefill(prompt, keep_intermediates=True)
+        except Exception as error:
+            if raised_in(error) == "oracle":
+                raise
+            session.prefilled = error
     session.reference_model = reference_model
     session.reference = None if reference_model is None else hf_prefill(reference_model, prompt)
     session.theirs = hf_prefill(model, prompt)

@@ -29,7 +29,7 @@ def input_rows(session: Session) -> Iterator[Row]:
     if session.dtype != torch.float32:
         yield from verify_numerics.input_rows(session)
         return
-    prompt, ours, model, dtype = session.prompt, session.ours, session.model, session.dtype
+    prompt, model, dtype = session.prompt, session.model, session.dtype
     ids = parity.llm_input_ids(prompt, model)
     yield from guarded(
         "static inputs",
@@ -46,8 +46,8 @@ def input_rows(session: Session) -> Iterator[Row]:
             parity.ple_row(
                 model,
                 ids,
-                session.exposed(ours.hidden_states, "hidden states")[0],
-                session.exposed(ours.per_layer_inputs, "per-layer inputs"),
+                session.exposed(session.ours.hidden_states, "hidden states")[0],
+                session.exposed(session.ours.per_layer_inputs, "per-layer inputs"),
                 dtype,
             )
         ],
@@ -58,7 +58,7 @@ def input_rows(session: Session) -> Iterator[Row]:
     yield from guarded(
         "vision prefill",
         "soft tokens",
-        lambda: [parity.vision_row(model, prompt, session.exposed(ours.soft_tokens, "soft tokens"), dtype)],
+        lambda: [parity.vision_row(model, prompt, session.exposed(session.ours.soft_tokens, "soft tokens"), dtype)],
     )
     yield from guarded("fusion", "vs masked_scatter", lambda: [parity.fusion_row(session.runtime_outputs)])
 
@@ -76,12 +76,11 @@ def vision_rows(session: Session) -> Iterator[Row]:
 
 
 def rope_rows(session: Session) -> Iterator[Row]:
-    """The port's RoPE per layer type and dtype vs ``Gemma4TextRotaryEmbedding``, positions ``[0, 4100)``
-    (the port's ``max_seq`` at most)."""
-    limit = session.port.limits.max_seq
-    positions = torch.arange(min(tolerances.ROPE_POSITIONS, limit or tolerances.ROPE_POSITIONS))[None]
+    """The port's RoPE per layer type and dtype vs ``Gemma4TextRotaryEmbedding``, positions ``[0, 4100)``."""
+    positions = torch.arange(tolerances.ROPE_POSITIONS)[None]
+    port = session.build_port(PortSetup(tolerances.ROPE_POSITIONS))  # a static port's tables are max_seq long
     for dtype in tolerances.ROPE:
-        rows = lambda dtype=dtype: parity.rope_rows(session.config, session.port.rope, positions, dtype)  # noqa: E731
+        rows = lambda dtype=dtype: parity.rope_rows(session.config, port.rope, positions, dtype)  # noqa: E731
         yield from guarded("RoPE", str(dtype).removeprefix("torch."), rows)
 
 

@@ -1,0 +1,184 @@
+"""Qualcomm's static Gemma 4 for its NPU (``executorch.examples.qualcomm.oss_scripts.gemma4``, in the
+``executorch`` wheel) as a port, eager, float32, batch 1, no padding, text only.
+
+Its model is ``Gemma4TextModelWrapper``: a static graph of ``ar_len`` tokens taking additive masks
+(causal for full layers, sliding for sliding layers), positions and the K/V caches of its 15
+producing ("self decoder") layers as inputs, and returning the logits and only the new K/V. The
+host side is driven as its own ``masking_utils`` define it ("smart mask": position ``p`` lives in
+cache slot ``p``; after each call the new K/V are written at their positions and
+``smart_mask_update(pos, n)`` opens those slots): a prefill program with ``ar_len`` = the prefill
+chunk (default :data:`PREFILL_AR_LEN`) and a decode program with ``ar_len = 1``, sharing one cache.
+
+Its package ``__init__`` chain (``oss_scripts/llama``) imports Qualcomm backend modules and
+``torchtune``; the Gemma 4 modules are imported with that package's ``__init__`` left unrun (a
+package stub over the same folder), so only what Gemma 4 uses is loaded. Weights come through the
+upstream converter (``convert_hf_to_custom``) and Qualcomm's own ``remap_keys``, loaded with the
+same allow-list of keys KV-shared layers lack as the ExecuTorch port."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import tempfile
+import types
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..spec import text_module
+from .base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
+from .checkpoint_layout import save_released_layout
+from .executorch_gemma4 import executorch_config, quiet_converter
+
+PREFILL_AR_LEN = 32
+LLAMA_PACKAGE = "executorch.examples.qualcomm.oss_scripts.llama"
+
+
+def _stub_package(name: str) -> None:
+    """Make ``name`` importable as a package without running its ``__init__`` (its submodules
+    still load from the same folder)."""
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.submodule_search_locations is None:
+        raise ModuleNotFoundError(f"no package {name}")
+    package = types.ModuleType(name)
+    package.__path__ = list(spec.submodule_search_locations)
+    package.__package__ = name
+    sys.modules[name] = package
+
+
+class QnnGemma4Port(Gemma4Port):
+    """Qualcomm's ``Gemma4TextModelWrapper`` driven as its static runtime drives it."""
+
+    name = "qnn-gemma4"
+    limits = PortLimits(max_batch=1, padding_side=None, dtypes=(torch.float32,), chunked_prefill=True)
+
+    def __init__(self, model: Any, setup: PortSetup) -> None:
+        _stub_package(LLAMA_PACKAGE)
+        from executorch.examples.models.gemma4.text_decoder import convert_hf_to_custom
+        from executorch.examples.qualcomm.oss_scripts.gemma4.model_wrapper import Gemma4TextModelWrapper
+        from executorch.examples.qualcomm.oss_scripts.gemma4.text_decoder.convert_weights import remap_keys
+        from executorch.examples.qualcomm.oss_scripts.llama import masking_utils
+
+        if setup.batch_size != 1 or setup.num_visual_tokens:
+            raise ValueError(f"{self.name} takes batch 1 and text only, got {setup}")
+        self.version = metadata.version("executorch")
+        self.masking = masking_utils
+        self.chunk = min(setup.prefill_chunk or PREFILL_AR_LEN, setup.max_seq - 1)
+        self.context = setup.max_seq + self.chunk  # room for a full last chunk past the prompt
+        self.config = executorch_config(model, setup.max_seq)
+        self.config.max_context_len = self.context
+        self.config.max_batch_size = 1
+        with tempfile.TemporaryDirectory() as folder, quiet_converter():
+            save_released_layout(model, Path(folder))
+            state = remap_keys(convert_hf_to_custom(folder, self.config))
+        expected_missing = {
+            f"model.cross_decoder.layers.{index}.attention.{name}.weight"
+            for index in range(self.config.num_cross_decoder_layers)
+            for name in ("k_proj", "v_proj", "k_norm")
+        }
+        dtype = text_module(model).embed_tokens.weight.dtype
+        self.programs = {}
+        for ar_len in (self.chunk, 1):
+            wrapper = Gemma4TextModelWrapper(self.config, ar_len=ar_len).eval()
+            result = wrapper.load_state_dict(state, strict=False)
+            missing = set(result.missing_keys) - expected_missing
+            if missing or result.unexpected_keys:
+                raise ValueError(
+                    f"{self.name} did not load cleanly: missing {sorted(missing)}, unexpected {result.unexpected_keys}"
+                )
+            self.programs[ar_len] = wrapper.to(dtype)
+        self.pad_token_id = model.config.get_text_config().pad_token_id
+        self._reset()
+
+    def _reset(self) -> None:
+        heads, layers = self.config.num_key_value_heads, range(self.config.num_self_decoder_layers)
+        dims = [self.config.get_head_dim(i) for i in layers]
+        self.k_cache = [torch.zeros(1, heads, dim, self.context) for dim in dims]
+        self.v_cache = [torch.zeros(1, heads, self.context, dim) for dim in dims]
+        self.position = 0
+
+    def _masks(self, ar_len: int) -> Any:
+        """The masks of a program of ``ar_len`` tokens at the current position, built and updated by
+        Qualcomm's ``masking_utils`` as its runner does: fresh masks, then one smart update over the
+        ``position`` slots written so far."""
+        masking = self.masking
+        masks = masking.AttentionMask(
+            [
+                masking.CausalAttentionMask(1, ar_len, self.context),
+                masking.SlidingWindowAttentionMask(1, ar_len, self.context, sliding_window=self.config.sliding_window),
+            ]
+        )
+        if self.position:
+            masks.smart_mask_update(0, self.position)
+        return masks
+
+    @torch.no_grad()
+    def _call(self, tokens: torch.Tensor) -> torch.Tensor:
+        """One program call on ``tokens (1, n)`` (``n`` <= its ``ar_len``; padded with the pad id):
+        the logits of the ``n`` tokens; their K/V written at their positions."""
+        count = tokens.shape[1]
+        ar_len = 1 if count == 1 else self.chunk
+        padded = torch.full((1, ar_len), self.pad_token_id, dtype=torch.int32)
+        padded[:, :count] = tokens
+        positions = torch.arange(self.position, self.position + ar_len, dtype=torch.int32)[None]
+        slots = self.context - ar_len
+        caches = [k[..., :slots] for k in self.k_cache] + [v[:, :, :slots] for v in self.v_cache]
+        causal, sliding = self._masks(ar_len)
+        logits, new_k, new_v = self.programs[ar_len](padded, causal, sliding, positions, *caches)
+        end = self.position + count
+        for layer, (k, v) in enumerate(zip(new_k, new_v, strict=True)):
+            self.k_cache[layer][..., self.position : end] = k[..., :count]
+            self.v_cache[layer][:, :, self.position : end] = v[:, :, :count]
+        self.position = end
+        return logits[:, :count]
+
+    def _one_row(self, prompt: Any) -> torch.Tensor:
+        if prompt.input_ids.shape[0] != 1 or not bool(prompt.attention_mask.bool().all()):
+            raise NotExposed(f"{self.name} takes one unpadded row")
+        if prompt.pixel_values is not None:
+            raise NotExposed(f"{self.name} is text only")
+        return prompt.input_ids
+
+    def prefill_masks(
+        self, attention_mask: torch.Tensor, mm_token_type_ids: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Its mask builders for one program call over a whole unpadded row (``ar_len`` = context
+        = the row's length, nothing cached)."""
+        if attention_mask.shape[0] != 1 or not bool(attention_mask.bool().all()):
+            raise NotExposed(f"{self.name} takes one unpadded row")
+        if mm_token_type_ids is not None and bool(mm_token_type_ids.any()):
+            raise NotExposed(f"{self.name} has no image blocks (text only)")
+        length, masking = attention_mask.shape[1], self.masking
+        causal = masking.CausalAttentionMask(1, length, length).mask
+        window = masking.SlidingWindowAttentionMask(1, length, length, sliding_window=self.config.sliding_window).mask
+        return {"full_attention": causal == 0, "sliding_attention": window == 0}
+
+    def rope(self, position_ids: torch.Tensor, dtype: torch.dtype) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """Its precomputed tables (half width, non-rotated pairs zero-padded) in HF's layout."""
+        wrapper, tables = self.programs[1], {}
+        for layer_type, prefix in (("full_attention", "global"), ("sliding_attention", "local")):
+            cos, sin = (getattr(wrapper, f"{prefix}_freqs_{part}")[position_ids] for part in ("cos", "sin"))
+            tables[layer_type] = (torch.cat((cos, cos), dim=-1).to(dtype), torch.cat((sin, sin), dim=-1).to(dtype))
+        return tables
+
+    def token_embedding(self, input_ids: torch.Tensor) -> torch.Tensor:
+        decoder = self.programs[1].model.self_decoder
+        return decoder.embed_tokens(input_ids) * decoder.embed_scale
+
+    def prefill(self, prompt: Any, *, keep_intermediates: bool = False) -> PortPrefill:
+        """Chunks of ``ar_len`` through the prefill program; no intermediates (its programs return
+        only the logits and the new K/V)."""
+        ids = self._one_row(prompt)
+        self._reset()
+        for start in range(0, ids.shape[1], self.chunk):
+            logits = self._call(ids[:, start : start + self.chunk])
+        return PortPrefill(logits[:, -1])
+
+    def decode(self, next_ids: torch.Tensor) -> torch.Tensor:
+        if self.position == 0:
+            raise ValueError(f"{self.name}: decode needs a prefill first")
+        return self._call(next_ids)[:, -1]
