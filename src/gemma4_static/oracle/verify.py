@@ -230,15 +230,23 @@ def run_verification(
         model, dtype=dtype, max_seq=max_seq, steps=steps, backend=backend, mask_value=mask_value, port=port
     )
     rows = []
-    for name, (stage, runtime_only) in CHECKS.items():
+    for name in CHECKS:
         if name not in checks or (name == "export" and not export):
             continue
-        if runtime_only and not session.is_runtime:
-            reason = f"reads this project's runtime itself; {session.port.name} is another port"
-            produced = [skip_row(name, "runtime internals", reason)]
-        else:
-            produced = guarded(name, "the rest of this group", lambda stage=stage: stage(session))
-        for row in produced:
+        for row in run_group(session, name):
             on_row(row)
             rows.append(row)
     return rows
+
+
+def run_group(session: Session, name: str) -> list[Row]:
+    """The rows of check group ``name`` (:data:`CHECKS`) on an open session (one SKIP row for a
+    runtime-only group on another port)."""
+    stage, runtime_only = CHECKS[name]
+    if runtime_only and not session.is_runtime:
+        return [
+            skip_row(
+                name, "runtime internals", f"reads this project's runtime itself; {session.port.name} is another port"
+            )
+        ]
+    return guarded(name, "the rest of this group", lambda: stage(session))

@@ -94,6 +94,18 @@ class QnnGemma4Port(Gemma4Port):
         self.pad_token_id = model.config.get_text_config().pad_token_id
         self._reset()
 
+    def explain(self, row: Any) -> str | None:
+        """The divergence of its ``masking_utils`` (README, "What the suite finds in other ports"):
+        ``smart_mask_update`` indexes the head axis of the 4-D masks it builds (``[B, 1, ar_len,
+        context]``) as if they were ``[B, ar_len, context]``, so a program of ``ar_len > 1`` raises
+        after its first call, and a decode step's causal update opens every slot (unwritten ones too)
+        while its sliding update closes every slot (its own included)."""
+        if "masking_utils" in row.detail:
+            return "masking_utils smart_mask_update raises for ar_len > 1 (it indexes the mask's head axis)"
+        if row.stage in ("decode steps", "generation"):
+            return "masking_utils smart_mask_update builds wrong decode masks (all slots open / all closed)"
+        return None
+
     def _reset(self) -> None:
         heads, layers = self.config.num_key_value_heads, range(self.config.num_self_decoder_layers)
         dims = [self.config.get_head_dim(i) for i in layers]
