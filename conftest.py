@@ -65,7 +65,7 @@ OPT_IN_LANES = {
 
 def pytest_configure(config: pytest.Config) -> None:
     """A run started under a kernel set (``gemma4-static kernels``) must run its kernels, or stop."""
-    from gemma4_static.oracle.kernel_sets import MARKER, check_active
+    from gemma4_static.oracle.numerics.kernel_sets import MARKER, check_active
 
     if os.environ.get(MARKER):
         try:
@@ -75,7 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    from gemma4_static.oracle.kernel_sets import active_kernels
+    from gemma4_static.oracle.numerics.kernel_sets import active_kernels
 
     return f"gemma4 kernels: {active_kernels()}"
 
@@ -91,7 +91,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _build(name: str):
-    from gemma4_static.oracle.models import build_default_model  # here: the xdist controller never imports HF
+    from gemma4_static.oracle.references.models import (
+        build_default_model,  # here: the xdist controller never imports HF
+    )
 
     _builds[name] += 1
     return build_default_model(name)
@@ -129,7 +131,7 @@ def checkpoint_model(pytestconfig: pytest.Config):
         pytest.skip(f"no real Gemma 4 checkpoint: pass --gemma4-checkpoint PATH or set {CHECKPOINT_ENV}")
     if not Path(path).is_dir():
         pytest.fail(f"--gemma4-checkpoint / {CHECKPOINT_ENV} points to {path!r}, which is not a folder")
-    from gemma4_static.oracle.checkpoints import load_checkpoint
+    from gemma4_static.oracle.references.checkpoints import load_checkpoint
 
     _builds["checkpoint"] += 1
     return load_checkpoint(path)

@@ -18,7 +18,7 @@ from transformers.masking_utils import create_masks_for_generate
 from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
 
 from gemma4_static import build_prefill_masks, build_rope
-from gemma4_static.oracle.models import e2b_geometry_config
+from gemma4_static.oracle.references.models import e2b_geometry_config
 
 
 def main() -> None:

@@ -15,8 +15,8 @@ import argparse
 import torch
 from timing import interleaved_medians
 
-from gemma4_static.oracle.models import build_default_model
-from gemma4_static.oracle.samples import text_prompt
+from gemma4_static.oracle.references.models import build_default_model
+from gemma4_static.oracle.references.samples import text_prompt
 from gemma4_static.runtime import StaticGemma4Runtime
 
 

@@ -21,7 +21,7 @@ import argparse
 import torch
 
 from gemma4_static.cpu.cache import StaticKVCache
-from gemma4_static.oracle.models import e2b_geometry_config
+from gemma4_static.oracle.references.models import e2b_geometry_config
 from gemma4_static.spec import read_text_config
 
 

@@ -15,9 +15,9 @@ import argparse
 
 import torch
 
-from gemma4_static.oracle.gates import GATES
-from gemma4_static.oracle.models import build_default_model
-from gemma4_static.oracle.verify import run_verification
+from gemma4_static.oracle.flow.verify import run_verification
+from gemma4_static.oracle.numerics.gates import GATES
+from gemma4_static.oracle.references.models import build_default_model
 
 CHECKS = ("inputs", "mask-value", "layers", "chunked-prefill", "decode", "overflow")
 KINDS = (

@@ -2,7 +2,7 @@
 
 For every kernel set this CPU can run (``gemma4-static kernels``) and each thread count, a new
 process runs ``verify``'s logit checks on the default models in each profile and reports the
-margin shift (the most a gap among the top logits moved, in ulps; :mod:`gemma4_static.oracle.metrics`)
+margin shift (the most a gap among the top logits moved, in ulps; :mod:`gemma4_static.oracle.numerics.metrics`)
 of the prefill logits at every valid position, the decode steps and, beside them, HF's own in the
 same dtype, with how many top-1 decisions the profile's bound leaves decided. The bound of a profile
 is twice the worst shift of ours over every row printed here.
@@ -19,10 +19,10 @@ import sys
 
 import torch
 
-from gemma4_static.oracle.gates import GATES
-from gemma4_static.oracle.kernel_sets import KERNEL_SETS, active_kernels
-from gemma4_static.oracle.models import build_default_model
-from gemma4_static.oracle.verify import run_verification
+from gemma4_static.oracle.flow.verify import run_verification
+from gemma4_static.oracle.numerics.gates import GATES
+from gemma4_static.oracle.numerics.kernel_sets import KERNEL_SETS, active_kernels
+from gemma4_static.oracle.references.models import build_default_model
 
 STAGES = ("prefill logits", "decode steps")
 

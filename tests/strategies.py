@@ -8,7 +8,7 @@ from hypothesis.vendor.pretty import for_type_by_name
 from transformers import Gemma4TextConfig
 
 from gemma4_static import read_text_config
-from gemma4_static.oracle.models import E2B_ROPE_PARAMETERS
+from gemma4_static.oracle.references.models import E2B_ROPE_PARAMETERS
 
 
 def _print_config(config, printer, cycle) -> None:

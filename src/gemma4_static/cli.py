@@ -133,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _export(args: argparse.Namespace) -> int:
     from .export import export_stages
-    from .oracle.models import build_default_model
+    from .oracle.references.models import build_default_model
     from .runtime import StaticGemma4Runtime
 
     if args.folder.exists() and not args.folder.is_dir():
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "export":
         return _export(args)
     if args.command == "kernels" or args.kernel_set is not None:
-        from .oracle.kernel_sets import describe, rerun_under
+        from .oracle.numerics.kernel_sets import describe, rerun_under
 
         try:
             if args.command == "kernels":
@@ -166,11 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     try:
-        from .oracle.checkpoints import load_checkpoint
-        from .oracle.kernel_sets import active_kernels
-        from .oracle.models import build_default_model
-        from .oracle.report import Row, format_row, write_json
-        from .oracle.verify import CHECKS, run_verification
+        from .oracle.checks.report import Row, format_row, write_json
+        from .oracle.flow.verify import CHECKS, run_verification
+        from .oracle.numerics.kernel_sets import active_kernels
+        from .oracle.references.checkpoints import load_checkpoint
+        from .oracle.references.models import build_default_model
     except ModuleNotFoundError as error:
         print(
             f"gemma4-static verify: {error.name} is missing; "
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     checks = tuple(check for check in CHECKS if check not in args.without)
     try:
         if args.self_test:
-            from .oracle.self_test import self_test_command
+            from .oracle.faults.self_test import self_test_command
 
             return self_test_command(model, name, args.fault, checks, getattr(torch, args.dtype), started)
         kernels = active_kernels()

@@ -25,7 +25,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--gemma4-port",
         metavar="NAME",
-        help="check this Gemma 4 port against HF: gemma4-static, executorch-gemma4, qnn-gemma4 or package.module:factory",
+        help="check this Gemma 4 port against HF: gemma4-static, executorch-gemma4, qnn-gemma4, package.module:factory",
     )
     group.addoption(
         "--gemma4-model",
@@ -42,7 +42,7 @@ def pytest_collection(session: pytest.Session) -> bool | None:
     port = config.getoption("--gemma4-port")
     if not port:
         return None
-    from .oracle.verify import CHECKS
+    from .oracle.flow.verify import CHECKS
 
     models = config.getoption("--gemma4-model") or ["tiny", "e2b-geometry"]
     dtype = config.getoption("--gemma4-dtype")
@@ -67,8 +67,8 @@ def port_session(port: str, model: str, dtype: str) -> Any:
     if key not in _sessions:
         import torch
 
-        from .oracle.models import build_default_model
-        from .oracle.session import open_session
+        from .oracle.flow.session import open_session
+        from .oracle.references.models import build_default_model
 
         with torch.no_grad():
             _sessions[key] = open_session(build_default_model(model), dtype=getattr(torch, dtype), port=port)
@@ -78,7 +78,7 @@ def port_session(port: str, model: str, dtype: str) -> Any:
 def judge(rows: list[Any], port: Any) -> None:
     """A group's outcome from its rows: ``AssertionError`` naming the first failing row; an expected
     failure when the port explains every failing row; a skip when every row is skipped."""
-    from .oracle.report import format_row
+    from .oracle.checks.report import format_row
 
     failed = [row for row in rows if not row.passed]
     if failed:
@@ -101,7 +101,7 @@ class PortCheck(pytest.Item):
     def runtest(self) -> None:
         import torch
 
-        from .oracle.verify import run_group
+        from .oracle.flow.verify import run_group
 
         port, model, dtype, group = self.spec
         session = port_session(port, model, dtype)

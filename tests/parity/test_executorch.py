@@ -14,10 +14,10 @@ import torch
 pytest.importorskip("executorch", reason="the executorch extra is not installed (pip install '.[executorch]')")
 
 from gemma4_static.edge import EdgeStage
-from gemma4_static.oracle import parity
-from gemma4_static.oracle.hf import hf_prefill
-from gemma4_static.oracle.report import assert_rows_pass, merge
-from gemma4_static.oracle.samples import image_prompt, text_prompt
+from gemma4_static.oracle.checks import parity
+from gemma4_static.oracle.checks.report import assert_rows_pass, merge
+from gemma4_static.oracle.references.hf import hf_prefill
+from gemma4_static.oracle.references.samples import image_prompt, text_prompt
 from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 from gemma4_static.stack import LayerStack

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gemma4_static.oracle.samples import image_prompt, text_prompt
+from gemma4_static.oracle.references.samples import image_prompt, text_prompt
 
 # Buffers derived from the config, not learned: the embedding scales are sqrt(H) and sqrt(P).
 DERIVED_FROM_CONFIG = ("embed_scale",)

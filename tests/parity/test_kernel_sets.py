@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gemma4_static.oracle.kernel_sets import KERNEL_SETS, MARKER
+from gemma4_static.oracle.numerics.kernel_sets import KERNEL_SETS, MARKER
 
 ROOT = Path(__file__).resolve().parents[2]
 

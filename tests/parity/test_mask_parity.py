@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from gemma4_static import build_prefill_bool_masks, read_text_config
-from gemma4_static.oracle import parity_masks
-from gemma4_static.oracle.catalogue import faults_named
-from gemma4_static.oracle.hf import ATTN_IMPLEMENTATIONS
-from gemma4_static.oracle.layouts import LENGTHS, PADDINGS, sequence_length, valid_mask
-from gemma4_static.oracle.report import assert_rows_pass
+from gemma4_static.oracle.checks import parity_masks
+from gemma4_static.oracle.checks.report import assert_rows_pass
+from gemma4_static.oracle.faults.catalogue import faults_named
+from gemma4_static.oracle.references.hf import ATTN_IMPLEMENTATIONS
+from gemma4_static.oracle.references.layouts import LENGTHS, PADDINGS, sequence_length, valid_mask
 from gemma4_static.ports.static import prefill_masks_of
 
 implementations = pytest.mark.parametrize("attn_implementation", ATTN_IMPLEMENTATIONS)

@@ -13,14 +13,14 @@ from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from gemma4_static import cli
-from gemma4_static.oracle import models
-from gemma4_static.oracle.catalogue import faults_named
-from gemma4_static.oracle.gates import GATES
-from gemma4_static.oracle.metrics import matched_prefix, measure, top_k_check
-from gemma4_static.oracle.overflow import recorded_ranges
-from gemma4_static.oracle.report import assert_rows_pass, format_row
-from gemma4_static.oracle.samples import text_prompt
-from gemma4_static.oracle.verify import run_verification
+from gemma4_static.oracle.checks.report import assert_rows_pass, format_row
+from gemma4_static.oracle.faults.catalogue import faults_named
+from gemma4_static.oracle.flow.verify import run_verification
+from gemma4_static.oracle.numerics.gates import GATES
+from gemma4_static.oracle.numerics.metrics import matched_prefix, measure, top_k_check
+from gemma4_static.oracle.numerics.overflow import recorded_ranges
+from gemma4_static.oracle.references import models
+from gemma4_static.oracle.references.samples import text_prompt
 from gemma4_static.runtime import StaticGemma4Runtime
 
 PROFILES = list(GATES)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gemma4_static.oracle import parity
-from gemma4_static.oracle.report import assert_rows_pass
-from gemma4_static.oracle.tolerances import ROPE_POSITIONS
+from gemma4_static.oracle.checks import parity
+from gemma4_static.oracle.checks.report import assert_rows_pass
+from gemma4_static.oracle.checks.tolerances import ROPE_POSITIONS
 from gemma4_static.ports.static import rope_of
 from gemma4_static.spec import read_text_config
 

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gemma4_static as api
-from gemma4_static.oracle.models import tiny_config
+from gemma4_static.oracle.references.models import tiny_config
 
 CONFIG = tiny_config()
 VALID = torch.ones(2, 8, dtype=torch.bool)

@@ -11,7 +11,7 @@ from gemma4_static import (
     build_prefill_masks,
     build_rope,
 )
-from gemma4_static.oracle.models import e2b_geometry_config, tiny_config
+from gemma4_static.oracle.references.models import e2b_geometry_config, tiny_config
 from tests.strategies import small_text_config
 
 CONFIG = e2b_geometry_config()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gemma4_static.oracle.checkpoints import load_checkpoint
+from gemma4_static.oracle.references.checkpoints import load_checkpoint
 
 
 @pytest.fixture(scope="module")

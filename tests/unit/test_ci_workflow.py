@@ -62,7 +62,7 @@ def test_the_test_command_turns_on_every_slow_lane():
 def test_ci_runs_the_suite_under_every_kernel_set():
     """The CI matrix names every kernel set the project defines, each selected by the project's own
     `gemma4-static kernels --env` (so CI and the kernels lane cannot drift apart)."""
-    from gemma4_static.oracle.kernel_sets import KERNEL_SETS
+    from gemma4_static.oracle.numerics.kernel_sets import KERNEL_SETS
 
     workflow = WORKFLOW.read_text()
     matrix = re.search(r"kernel-set: \[(.*?)\]", workflow)

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gemma4_static import cli
-from gemma4_static.oracle import verify
+from gemma4_static.oracle.flow import verify
 
 NUMBERS = st.one_of(
     st.integers(-(10**9), 0), st.integers(10**5, 10**12), st.sampled_from(["x", "1.5", "", "1e3", "--"])

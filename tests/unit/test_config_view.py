@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from gemma4_static import read_text_config
-from gemma4_static.oracle.models import e2b_geometry_config, tiny_config
+from gemma4_static.oracle.references.models import e2b_geometry_config, tiny_config
 
 
 def test_e2b_geometry_view_matches_the_published_e2b_values():

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from gemma4_static import cli
-from gemma4_static.oracle import kernel_sets
-from gemma4_static.oracle.kernel_sets import KERNEL_SETS, MARKER, check_active, kernel_set_named
+from gemma4_static.oracle.numerics import kernel_sets
+from gemma4_static.oracle.numerics.kernel_sets import KERNEL_SETS, MARKER, check_active, kernel_set_named
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gemma4_static import build_decode_bool_masks, build_prefill_bool_masks
-from gemma4_static.oracle.hf import ATTN_IMPLEMENTATIONS, hf_decode_visible_positions, hf_prefill_bool_masks
-from gemma4_static.oracle.models import tiny_config
+from gemma4_static.oracle.references.hf import ATTN_IMPLEMENTATIONS, hf_decode_visible_positions, hf_prefill_bool_masks
+from gemma4_static.oracle.references.models import tiny_config
 from tests.strategies import small_text_config, text_configs, token_types, valid_masks
 
 implementations = st.sampled_from(ATTN_IMPLEMENTATIONS)

@@ -10,7 +10,7 @@ import torch
 from transformers import Gemma4ForCausalLM
 
 from gemma4_static.cpu.inputs import StaticLayout
-from gemma4_static.oracle.samples import image_prompt, text_prompt
+from gemma4_static.oracle.references.samples import image_prompt, text_prompt
 from gemma4_static.runtime import StaticGemma4Runtime
 
 

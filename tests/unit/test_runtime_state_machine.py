@@ -26,10 +26,10 @@ from hypothesis.stateful import (
 )
 
 from gemma4_static.cpu.cache import StaticKVCache
-from gemma4_static.oracle import parity, tolerances
-from gemma4_static.oracle.hf import hf_last_logits
-from gemma4_static.oracle.report import assert_rows_pass
-from gemma4_static.oracle.samples import Prompt, image_prompt, text_prompt
+from gemma4_static.oracle.checks import parity, tolerances
+from gemma4_static.oracle.checks.report import assert_rows_pass
+from gemma4_static.oracle.references.hf import hf_last_logits
+from gemma4_static.oracle.references.samples import Prompt, image_prompt, text_prompt
 from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 

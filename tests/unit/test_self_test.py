@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from gemma4_static import cli
-from gemma4_static.oracle import models, parity
-from gemma4_static.oracle.catalogue import CATALOGUE, FAULT_NAMES, faults_named
-from gemma4_static.oracle.self_test import format_result, run_fault
-from gemma4_static.oracle.verify import run_verification
+from gemma4_static.oracle.checks import parity
+from gemma4_static.oracle.faults.catalogue import CATALOGUE, FAULT_NAMES, faults_named
+from gemma4_static.oracle.faults.self_test import format_result, run_fault
+from gemma4_static.oracle.flow.verify import run_verification
+from gemma4_static.oracle.references import models
 
 
 @pytest.fixture(autouse=True)

@@ -15,9 +15,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gemma4_static.oracle.gates import GATES
-from gemma4_static.oracle.metrics import compare_greedy, gaps, margin_shift, top_k_check, ulp
-from gemma4_static.oracle.parity_numerics import decision_rows, greedy_rows, token_rows
+from gemma4_static.oracle.numerics.gates import GATES
+from gemma4_static.oracle.numerics.metrics import compare_greedy, gaps, margin_shift, top_k_check, ulp
+from gemma4_static.oracle.numerics.parity_numerics import decision_rows, greedy_rows, token_rows
 
 
 def test_ulp_and_gaps_on_known_values():

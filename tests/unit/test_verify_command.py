@@ -14,7 +14,7 @@ import gemma4_static
 from gemma4_static import cli, export
 from gemma4_static.cpu import vision as cpu_vision
 from gemma4_static.cpu.rope import build_rope
-from gemma4_static.oracle import models
+from gemma4_static.oracle.references import models
 from gemma4_static.ports import static as static_port
 
 

@@ -1,12 +1,19 @@
-"""The oracle: Hugging Face as the reference, and everything that only checks the runtime.
+"""The oracle: Hugging Face as the reference, and everything that checks a port against it. The
+runtime never imports this package. Its rooms, in the order data flows through them:
 
-``hf`` and ``hf_vision`` (adapters that ask transformers and expand its answers), ``models`` and
-``trained`` (embedded seeded models whose weights look trained), ``checkpoints`` (local real
-checkpoints), ``samples`` and ``layouts`` (prompts and padding patterns), ``tolerances`` (one
-table, with reasons), ``parity``, ``parity_masks`` and ``parity_vision`` (each check once),
-``diagrams`` (mask mismatches drawn), ``metrics``, ``gates``, ``parity_numerics`` and ``overflow``
-(the low-precision profiles against float64), ``report`` (rows, JSON), ``session``, ``verify``,
-``verify_masks`` and ``verify_numerics`` (the ``gemma4-static verify`` flow), ``faults``,
-``fault_patches``, ``catalogue``, ``catalogue_vision`` and ``self_test`` (porting bugs injected
-in-process, ``verify --self-test``). The runtime never imports this package.
+- ``references``: HF as the reference (``hf``, ``hf_vision`` adapters that ask transformers and
+  expand its answers), the embedded seeded models (``models``, ``trained``), local checkpoints
+  (``checkpoints``), sample prompts and padding layouts (``samples``, ``layouts``);
+- ``checks``: each parity check once (``parity``, ``parity_masks``, ``parity_vision``), its
+  tolerances (``tolerances``), report rows (``report``) and mask diagrams (``diagrams``);
+- ``numerics``: the low-precision profiles (``metrics`` with the token rule, ``gates``,
+  ``parity_numerics``, ``overflow``) and the CPU kernel sets they must hold under
+  (``kernel_sets``);
+- ``faults``: porting bugs injected into this project's runtime (``faults``, ``fault_patches``,
+  ``catalogue``, ``catalogue_vision``) and the self-test that must catch each (``self_test``);
+- ``flow``: ``gemma4-static verify`` on a port (``session``, ``verify``, ``verify_masks``,
+  ``verify_steps``, ``verify_numerics``).
+
+A new port goes in :mod:`gemma4_static.ports`; a new check in ``checks`` and, as a group, in
+``flow.verify.CHECKS``.
 """

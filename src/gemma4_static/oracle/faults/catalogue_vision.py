@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from ..cpu import vision as cpu_vision
-from ..npu import vision as npu_vision
+from ...cpu import vision as cpu_vision
+from ...npu import vision as npu_vision
 from .faults import Fault, after_init, setting, with_argument
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import torch
 
-from ..cpu import rope
-from ..spec import TextConfigView
+from ...cpu import rope
+from ...spec import TextConfigView
 from .faults import with_argument
 
 

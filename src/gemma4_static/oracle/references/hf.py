@@ -17,7 +17,7 @@ from transformers import DynamicCache, Gemma4ForConditionalGeneration, Generatio
 from transformers.masking_utils import create_masks_for_generate
 from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
 
-from ..spec import text_module
+from ...spec import text_module
 
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa")
 
@@ -129,7 +129,7 @@ def hf_rope(
 
 @torch.no_grad()
 def hf_prefill(model: Any, prompt: Any) -> Any:
-    """HF's forward on a :class:`~gemma4_static.oracle.samples.Prompt`: logits, every hidden state and the
+    """HF's forward on a :class:`~gemma4_static.oracle.references.samples.Prompt`: logits, every hidden state and the
     filled ``DynamicCache`` (``output.cache``), with ``mm_token_type_ids`` when the prompt has an image."""
     return model(**prompt.hf_kwargs(), output_hidden_states=True, use_cache=True)
 

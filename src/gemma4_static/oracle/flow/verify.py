@@ -1,4 +1,4 @@
-"""The side-by-side verification flow: every parity check of :mod:`.parity` on one model and one
+"""The side-by-side verification flow: every parity check of :mod:`..checks.parity` on one model and one
 port (this project's runtime by default), merged into report rows (stage, check, metric, value,
 tolerance, PASS/FAIL/SKIP).
 
@@ -13,15 +13,16 @@ from typing import Any
 
 import torch
 
-from ..export import stage_cases
-from ..ports.base import PortSetup
-from ..ports.registry import DEFAULT_PORT
-from . import overflow, parity, parity_numerics, parity_vision, tolerances, verify_numerics
-from .hf import hf_prefill
-from .report import Row, merge, merge_by, skip_row
-from .samples import text_prompt
+from ...export import stage_cases
+from ...ports.base import PortSetup
+from ...ports.registry import DEFAULT_PORT
+from ..checks import parity, parity_vision, tolerances
+from ..checks.report import Row, merge, skip_row
+from ..numerics import overflow, parity_numerics
+from . import verify_numerics
 from .session import LAYER_GROUP, Session, guarded, open_session
 from .verify_masks import chunk_mask_rows, decode_mask_rows, prefill_mask_rows, vision_mask_rows
+from .verify_steps import chunked_prefill_rows, decode_rows
 
 
 def input_rows(session: Session) -> Iterator[Row]:
@@ -112,57 +113,6 @@ def kv_rows(session: Session) -> Iterator[Row]:
         yield merge(chosen, "KV cache", f"{kind} of {len(chosen)} producing layers vs HF cache")
 
 
-def decode_rows(session: Session) -> Iterator[Row]:
-    """``steps`` decode steps per row vs HF's DynamicCache, then greedy generation vs HF generate."""
-    prompt, port, steps = session.prompt, session.port, session.steps
-    batch = prompt.input_ids.shape[0]
-    vocab = session.config.get_text_config().vocab_size
-    tokens = torch.randint(3, min(vocab, 400), (batch, steps), generator=torch.Generator().manual_seed(1))
-    if session.dtype != torch.float32:
-        yield from verify_numerics.decode_rows(session, tokens)
-        return
-    with session.recording():
-        decoded = guarded(
-            "decode steps", "decode", lambda: parity.decode_rows(session.model, port, prompt, tokens, session.dtype)
-        )
-        generated = guarded(
-            "generation", "greedy", lambda: parity.generation_rows(session.model, port, prompt, max_new_tokens=steps)
-        )
-    if decoded[0].skipped:
-        yield from decoded
-    else:
-        yield from merge_by(decoded, lambda row: f"{batch} rows x {steps} steps, {row.metric}")
-    yield from generated
-
-
-def chunked_prefill_rows(session: Session) -> Iterator[Row]:
-    """A text prompt longer than two windows prefilled in chunks of ``W + 1`` (this runtime: over
-    its ring caches), against HF: the logits and, for this runtime, the K/V of every row and
-    producing layer (low precision: against float64, :func:`.verify_numerics.chunked_prefill_rows`)."""
-    limits = session.port.limits
-    if not limits.chunked_prefill:
-        yield skip_row("chunked prefill", "chunks of W + 1", f"{session.port.name} does not prefill in chunks")
-        return
-    window, chunk = session.window, session.window + 1
-    single = limits.max_batch == 1 or limits.padding_side is None
-    prompt = text_prompt(session.config, [2 * window + 3] if single else [2 * window + 3, max(1, window - 1)], seed=3)
-    max_seq = -(-(2 * window + 3) // chunk) * chunk
-    port = session.build_port(PortSetup(max_seq, prompt.input_ids.shape[0], prefill_chunk=chunk))
-    ours = port.prefill(prompt).logits
-    check = f"chunks of {chunk}"
-    if session.dtype != torch.float32:
-        yield from verify_numerics.chunked_prefill_rows(session, port, prompt, ours, check)
-        return
-    rows = torch.arange(prompt.input_ids.shape[0])
-    theirs = hf_prefill(session.model, prompt).logits[rows, prompt.last_index]
-    yield parity.stage_row("chunked prefill", f"{check}, logits of the last valid tokens", ours, theirs, session.dtype)
-    kv_check = f"{check}, K/V of every row vs HF cache"
-    if not session.is_runtime:
-        yield skip_row("chunked prefill", kv_check, f"{session.port.name} does not expose its cache")
-        return
-    yield merge(parity.kv_rows(port.runtime, session.model, prompt, session.dtype), "chunked prefill", kv_check)
-
-
 def mask_value_rows(session: Session) -> Iterator[Row]:
     """The runtime's additive mask value against the score range its layers can produce."""
     yield from parity_numerics.mask_value_rows(session.runtime)
@@ -170,7 +120,7 @@ def mask_value_rows(session: Session) -> Iterator[Row]:
 
 def overflow_rows(session: Session) -> Iterator[Row]:
     """The largest activation of every stage and layer over the prefill and decode, with headroom
-    (PyTorch backend: the ExecuTorch programs' activations are not observable, see :mod:`.overflow`)."""
+    (PyTorch backend: the ExecuTorch programs' activations are not observable, see :mod:`..numerics.overflow`)."""
     if session.backend == "torch":
         yield from overflow.overflow_rows(session.ranges, session.dtype)
 

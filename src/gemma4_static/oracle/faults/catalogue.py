@@ -14,11 +14,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .. import runtime as runtime_module
-from ..cpu import cache, inputs, masks, rope, rules
-from ..npu import decoder, embedding, lm_head
-from ..spec import TextConfigView
-from ..stack import LayerStack
+from ... import runtime as runtime_module
+from ...cpu import cache, inputs, masks, rope, rules
+from ...npu import decoder, embedding, lm_head
+from ...spec import TextConfigView
+from ...stack import LayerStack
 from . import fault_patches as patches
 from .catalogue_vision import VISION_FAULTS
 from .faults import Fault, after_init, setting

@@ -9,10 +9,10 @@ from typing import Any
 
 import torch
 
-from . import tolerances
+from ..checks import tolerances
+from ..checks.report import Row
 from .gates import MASKED_WEIGHT_BOUND, Gate
 from .metrics import compare_greedy, gaps, margin_shift, measure, top_k_check
-from .report import Row
 
 UNGATED = math.inf  # an error metric reported beside the gated ones; fails only when not a number
 
@@ -155,7 +155,7 @@ def mask_value_rows(runtime: Any) -> list[Row]:
 
     - the masked weight: a masked key's softmax weight is at most ``exp(m + 2B)`` relative to any
       allowed key, so all masked keys of a row together weigh at most ``K exp(m + 2B)``, which must
-      stay below :data:`~gemma4_static.oracle.gates.MASKED_WEIGHT_BOUND`;
+      stay below :data:`~gemma4_static.oracle.numerics.gates.MASKED_WEIGHT_BOUND`;
     - finite arithmetic: ``m - B`` computed in the runtime's dtype must stay finite (an adder that
       overflows to ``-inf`` turns a fully masked row, e.g. a padded query, into NaN, which then
       reaches real rows through ``0 x NaN``).

@@ -17,16 +17,16 @@ from typing import Any
 
 import torch
 
-from ..ports.base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
-from ..ports.registry import DEFAULT_PORT, port_factory
-from ..ports.static import StaticRuntimePort
-from ..runtime import PrefillOutputs, StaticGemma4Runtime
-from ..spec import read_text_config
-from .gates import GATES
-from .hf import hf_prefill
-from .overflow import recorded_ranges
-from .report import Row, skip_row
-from .samples import Prompt, image_prompt, text_prompt
+from ...ports.base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
+from ...ports.registry import DEFAULT_PORT, port_factory
+from ...ports.static import StaticRuntimePort
+from ...runtime import PrefillOutputs, StaticGemma4Runtime
+from ...spec import read_text_config
+from ..checks.report import Row, skip_row
+from ..numerics.gates import GATES
+from ..numerics.overflow import recorded_ranges
+from ..references.hf import hf_prefill
+from ..references.samples import Prompt, image_prompt, text_prompt
 
 LAYER_GROUP = 5  # the report shows decoder layers in groups of one 4:1 period
 PROFILES = (torch.float32, *GATES)  # float32 is checked against HF float32, the others against float64
@@ -121,7 +121,7 @@ def raised_in(error: BaseException) -> str:
     """``"oracle"`` when the innermost frame of this package that raised lies in the oracle (a broken
     check, which must never count as a finding about the port), else ``"port"`` (the runtime, a port
     adapter or the code it drives)."""
-    package = Path(__file__).resolve().parents[1]
+    package = Path(__file__).resolve().parents[2]
     innermost = "port"
     for frame, _ in traceback.walk_tb(error.__traceback__):
         path = Path(frame.f_code.co_filename).resolve()

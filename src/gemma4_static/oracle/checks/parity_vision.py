@@ -11,11 +11,11 @@ from typing import Any
 
 import torch
 
-from ..cpu.vision import build_vision_inputs
-from ..npu.vision import VisionEncoder
-from ..spec import read_model
+from ...cpu.vision import build_vision_inputs
+from ...npu.vision import VisionEncoder
+from ...spec import read_model
+from ..references.hf_vision import hf_vision_mask, hf_vision_outputs, hf_vision_rope
 from . import tolerances
-from .hf_vision import hf_vision_mask, hf_vision_outputs, hf_vision_rope
 from .parity import compare, stage_row
 from .report import Row
 

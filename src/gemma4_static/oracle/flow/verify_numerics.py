@@ -1,6 +1,6 @@
 """The check groups of a low-precision verification (``verify --dtype bfloat16|float16``): every
 stage output against HF in float64, with HF's own same-dtype metrics beside ours, gated per profile
-(:mod:`.gates`). Masks and RoPE are checked as in float32 (:mod:`.verify`)."""
+(:mod:`..numerics.gates`). Masks and RoPE are checked as in float32 (:mod:`.verify`)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from typing import Any
 
 import torch
 
-from ..spec import text_module
-from . import parity, parity_numerics
-from .gates import GATES
-from .hf import hf_decode_logits, hf_generate, hf_greedy, hf_prefill, paired_hidden_states, paired_kv
-from .report import Row, merge_by
-from .samples import Prompt
+from ...spec import text_module
+from ..checks import parity
+from ..checks.report import Row, merge_by
+from ..numerics import parity_numerics
+from ..numerics.gates import GATES
+from ..references.hf import hf_decode_logits, hf_generate, hf_greedy, hf_prefill, paired_hidden_states, paired_kv
+from ..references.samples import Prompt
 from .session import LAYER_GROUP, Session
 
 

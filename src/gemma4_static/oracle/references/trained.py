@@ -14,14 +14,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..spec import text_module
+from ...spec import text_module
 
 CLIPPED_FRACTION = 0.01  # per side: the bounds sit at the 1% and 99% quantiles of what they see
 # The fixtures' largest pre-cap logit on a sample prompt is 1.5x the cap of 30 (45), so a missing or
 # misplaced softcap moves the top logits by about 20. Not more: random weights give no token a
 # confident lead, and at 3x (real E2B reaches about 4x) every row's top logits sit where tanh is
 # flat (slope 0.01), squeezing top-2 gaps below what bf16 can resolve: no bf16 top-1 decision on
-# any sample row or decode step was decided under the token rule (:mod:`.metrics`); at 1.5x (slope
+# any sample row or decode step was decided under the token rule (:mod:`..numerics.metrics`); at 1.5x (slope
 # 0.18) some are.
 PRE_CAP_LOGIT_RATIO = 1.5
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import torch
 
-from ..cpu.masks import build_chunk_bool_masks, build_decode_bool_masks
+from ...cpu.masks import build_chunk_bool_masks, build_decode_bool_masks
+from ..references.hf import hf_decode_visible_positions, hf_prefill_bool_masks
 from . import tolerances
 from .diagrams import mask_diagram
-from .hf import hf_decode_visible_positions, hf_prefill_bool_masks
 from .parity import count_row
 from .report import Row
 

@@ -1,7 +1,7 @@
 """Each parity check of the static runtime against HF, written once, returning report rows.
 
 ``gemma4-static verify`` merges the rows into its report; the parametrized tests assert them with
-:func:`~gemma4_static.oracle.report.assert_rows_pass`, which names the first row that failed. Rows
+:func:`~gemma4_static.oracle.checks.report.assert_rows_pass`, which names the first row that failed. Rows
 come in data-flow order (embeddings before layer 0, layer 0 before layer 1, K before V).
 Tolerances come from :mod:`~gemma4_static.oracle.tolerances`.
 """
@@ -13,21 +13,21 @@ from typing import Any
 
 import torch
 
-from ..export import StageCase, export_case
-from ..ports.base import Gemma4Port
-from ..runtime import PrefillOutputs, StaticGemma4Runtime
-from ..spec import text_module
-from . import tolerances
-from .hf import (
+from ...export import StageCase, export_case
+from ...ports.base import Gemma4Port
+from ...runtime import PrefillOutputs, StaticGemma4Runtime
+from ...spec import text_module
+from ..numerics.parity_numerics import decision_rows, greedy_rows
+from ..references.hf import (
     hf_decode_logits,
     hf_greedy,
     hf_rope,
     paired_hidden_states,
     paired_kv,
 )
-from .parity_numerics import decision_rows, greedy_rows
+from ..references.samples import Prompt
+from . import tolerances
 from .report import Row
-from .samples import Prompt
 
 
 def compare(stage: str, check: str, ours: torch.Tensor, theirs: torch.Tensor, tolerance: float) -> Row:
@@ -157,7 +157,7 @@ def cache_rows(stage: str, ours: Any, reference: Any) -> list[Row]:
 
 def logits_rows(ours: torch.Tensor, theirs: torch.Tensor, dtype: torch.dtype) -> list[Row]:
     """Last-token logits ``(B, vocab)`` and the argmax of every row whose top-2 gap is decided (the
-    token rule, :mod:`.metrics`; tied rows reported)."""
+    token rule, :mod:`..numerics.metrics`; tied rows reported)."""
     return [
         stage_row("prefill logits", "last valid token per row", ours, theirs, dtype),
         *_argmax_rows("prefill logits", "argmax of each row", ours, theirs, lambda row: f"row {row}"),

@@ -16,8 +16,8 @@ from unittest import mock
 
 import torch
 
-from ..cpu import masks, rope
-from ..cpu import vision as cpu_vision
+from ...cpu import masks, rope
+from ...cpu import vision as cpu_vision
 
 # (object, attribute, make): while a fault is active, ``object.attribute`` is ``make(original)``
 Patch = tuple[Any, str, Callable[[Any], Any]]

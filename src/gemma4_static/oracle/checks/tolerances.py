@@ -1,7 +1,7 @@
 """Every tolerance the parity checks apply, in one table, each with the reason it is right.
 
 Stage outputs are compared as ``max |ours - HF| <= RELATIVE[dtype] * max(1, max |HF|)`` in
-float32; the low-precision profiles are gated on metrics against float64 instead (:mod:`.gates`).
+float32; the low-precision profiles are gated on metrics against float64 instead (:mod:`..numerics.gates`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ EXACT = 0.0
 
 
 def token_bound(reference: torch.Tensor) -> float:
-    """The token rule's gap bound in float32 (:mod:`.metrics`): the logits rows hold every logit of
+    """The token rule's gap bound in float32 (:mod:`..numerics.metrics`): the logits rows hold every logit of
     ``reference (..., vocab)`` (HF float32) to :func:`relative`, so a gap between two moves by at most
     twice that; a wider top-2 gap is decided. Steps HF never computed (NaN after EOS) are skipped."""
     return 2 * relative(torch.float32, torch.nan_to_num(reference, nan=0.0))

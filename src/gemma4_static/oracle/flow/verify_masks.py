@@ -7,12 +7,12 @@ from collections.abc import Iterator
 
 import torch
 
-from ..ports.base import PortSetup
-from ..spec import read_text_config
-from . import parity_masks
-from .hf import ATTN_IMPLEMENTATIONS
-from .layouts import LENGTHS, PADDINGS, sequence_length, valid_mask
-from .report import Row, merge_by, skip_row
+from ...ports.base import PortSetup
+from ...spec import read_text_config
+from ..checks import parity_masks
+from ..checks.report import Row, merge_by, skip_row
+from ..references.hf import ATTN_IMPLEMENTATIONS
+from ..references.layouts import LENGTHS, PADDINGS, sequence_length, valid_mask
 from .session import Session
 
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import torch
 
+from ..checks.report import Row
+from ..flow.session import raised_in
+from ..flow.verify import CHECKS, run_verification
 from .catalogue import CATALOGUE, faults_named
 from .faults import Fault
-from .report import Row
-from .session import raised_in
-from .verify import CHECKS, run_verification
 
 
 @dataclass(frozen=True)

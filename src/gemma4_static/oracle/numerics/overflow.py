@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from .report import Row, merge
+from ..checks.report import Row, merge
 
 PROJECTIONS = (
     "q_proj",

@@ -1,0 +1,1 @@
+"""Checks: each parity check once, its tolerances, report rows and mask diagrams."""
