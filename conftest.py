@@ -56,6 +56,11 @@ OPT_IN_LANES = {
     ),
     "--gemma4-executorch": ("executorch", "the ExecuTorch lane: every stage lowered with XNNPACK, about 2.5 min"),
     "--gemma4-numerics": ("numerics", "the E2B geometry's bf16 and fp16 profiles against HF in float64, about 40 s"),
+    "--gemma4-ports": (
+        "ports",
+        "the ports lane: ExecuTorch's and Qualcomm's Gemma 4 through every check, a third-party adapter, the plugin "
+        "from the built wheel",
+    ),
     "--gemma4-kernels": (
         "kernels",
         "the numerics lane and verify --dtype bfloat16/float16 under every CPU kernel set this machine runs",

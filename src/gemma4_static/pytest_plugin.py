@@ -91,6 +91,19 @@ def judge(rows: list[Any], port: Any) -> None:
         pytest.skip("; ".join(sorted({row.skipped for row in rows})))
 
 
+def check_group(port: str, model: str, dtype: str, group: str) -> None:
+    """Run check ``group`` (a name of the verify flow's ``CHECKS``) of ``port`` on embedded ``model``
+    in ``dtype`` and :func:`judge` its rows: a test body, for this plugin and for a suite's own lane."""
+    import torch
+
+    from .oracle.flow.verify import run_group
+
+    session = port_session(port, model, dtype)
+    with torch.no_grad():
+        rows = run_group(session, group)
+    judge(rows, session.port)
+
+
 class PortCheck(pytest.Item):
     """One check group of the verification flow on one port, model and profile."""
 
@@ -99,15 +112,7 @@ class PortCheck(pytest.Item):
         self.spec = spec
 
     def runtest(self) -> None:
-        import torch
-
-        from .oracle.flow.verify import run_group
-
-        port, model, dtype, group = self.spec
-        session = port_session(port, model, dtype)
-        with torch.no_grad():
-            rows = run_group(session, group)
-        judge(rows, session.port)
+        check_group(*self.spec)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, AssertionError):

@@ -1,4 +1,5 @@
-"""Ports by name: the built-in ones, or any ``package.module:factory`` a user names.
+"""Ports by name: the built-in ones, any importable ``package.module:factory``, or a factory in a
+file, ``path/to/adapter.py:factory`` (an adapter beside a script, no package needed).
 
 A factory is called as ``factory(model, setup)`` (an HF Gemma 4 model and a
 :class:`~.base.PortSetup`) and returns a :class:`~.base.Gemma4Port`.
@@ -7,7 +8,10 @@ A factory is called as ``factory(model, setup)`` (an HF Gemma 4 model and a
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from .base import Gemma4Port, PortSetup
@@ -23,18 +27,32 @@ BUILT_IN = {
 DEFAULT_PORT = "gemma4-static"
 
 
+def _import(module_name: str) -> ModuleType:
+    """The module ``module_name``, or the file it names when it ends in ``.py``."""
+    if not module_name.endswith(".py"):
+        return importlib.import_module(module_name)
+    path = Path(module_name)
+    if not path.is_file():
+        raise ModuleNotFoundError(f"no adapter file {module_name}")
+    spec = importlib.util.spec_from_file_location(f"gemma4_port_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def port_factory(name: str) -> Factory:
-    """The factory of a built-in port (:data:`BUILT_IN`) or of ``package.module:factory``; a
-    ``ValueError`` naming the port when it cannot be found or imported (a missing optional
-    dependency says which extra installs it)."""
+    """The factory of a built-in port (:data:`BUILT_IN`), of ``package.module:factory`` or of
+    ``path/to/file.py:factory``; a ``ValueError`` naming the port when it cannot be found or
+    imported (a missing optional dependency says which extra installs it)."""
+    expected = f"a built-in name {sorted(BUILT_IN)}, 'package.module:factory' or 'path/to/file.py:factory'"
     if not isinstance(name, str) or not name:
-        raise ValueError(f"port must be a built-in name {sorted(BUILT_IN)} or 'package.module:factory', got {name!r}")
+        raise ValueError(f"port must be {expected}, got {name!r}")
     target = BUILT_IN.get(name, name)
-    module_name, _, attribute = target.partition(":")
-    if not attribute:
-        raise ValueError(f"port must be a built-in name {sorted(BUILT_IN)} or 'package.module:factory', got {name!r}")
+    module_name, _, attribute = target.rpartition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"port must be {expected}, got {name!r}")
     try:
-        module = importlib.import_module(module_name)
+        module = _import(module_name)
     except ModuleNotFoundError as error:
         hint = " (install the ports extra: pip install 'gemma4-static[ports]')" if name in BUILT_IN else ""
         raise ValueError(f"port {name!r} cannot be imported: {error}{hint}") from None
