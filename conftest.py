@@ -55,7 +55,11 @@ OPT_IN_LANES = {
         "the fault self-test: each catalogued porting bug injected, verify must catch it",
     ),
     "--gemma4-executorch": ("executorch", "the ExecuTorch lane: every stage lowered with XNNPACK, about 2.5 min"),
-    "--gemma4-numerics": ("numerics", "the E2B geometry's bf16 and fp16 profiles against HF in float64, about 40 s"),
+    "--gemma4-numerics": (
+        "numerics",
+        "the E2B geometry's bf16 and fp16 profiles against HF in float64, and porting bugs the low-precision "
+        "gates must catch, about a minute",
+    ),
     "--gemma4-ports": (
         "ports",
         "the ports lane: ExecuTorch's and Qualcomm's Gemma 4 through every check, a third-party adapter, the plugin "

@@ -91,9 +91,10 @@ def judge(rows: list[Any], port: Any) -> None:
         pytest.skip("; ".join(sorted({row.skipped for row in rows})))
 
 
-def check_group(port: str, model: str, dtype: str, group: str) -> None:
+def check_group(port: str, model: str, dtype: str, group: str) -> list[Any]:
     """Run check ``group`` (a name of the verify flow's ``CHECKS``) of ``port`` on embedded ``model``
-    in ``dtype`` and :func:`judge` its rows: a test body, for this plugin and for a suite's own lane."""
+    in ``dtype``, :func:`judge` its rows and return them: a test body, for this plugin and for a
+    suite's own lane."""
     import torch
 
     from .oracle.flow.verify import run_group
@@ -102,6 +103,7 @@ def check_group(port: str, model: str, dtype: str, group: str) -> None:
     with torch.no_grad():
         rows = run_group(session, group)
     judge(rows, session.port)
+    return rows
 
 
 class PortCheck(pytest.Item):

@@ -26,55 +26,43 @@ def tiny_setup(tiny_model):
     return runtime, {"pixel_values": prompt.pixel_values, "image_position_ids": prompt.image_position_ids}
 
 
-def _cases(request, model_name):
-    if model_name == "tiny":
-        runtime, images = request.getfixturevalue("tiny_setup")
-        return stage_cases(runtime, representative=True, **images)
-    runtime = StaticGemma4Runtime(request.getfixturevalue("e2b_model"), max_seq=640, prefill_chunk=128)
-    return stage_cases(runtime, representative=True)
-
-
-def _window(request, model_name: str) -> int:
-    model = request.getfixturevalue("tiny_model" if model_name == "tiny" else "e2b_model")
-    return model.config.get_text_config().sliding_window
-
-
-@pytest.mark.parametrize("model_name", ["tiny", "e2b-geometry"])
-def test_exported_stages_equal_eager(request, model_name, report):
-    cases = _cases(request, model_name)
+def _assert_every_layer_kind_in_every_mode(cases, window: int, max_seq: int) -> None:
+    """One representative layer per (type, produce/reuse), each in prefill, chunk and decode mode;
+    decode with the ring layout: a sliding layer's cache input holds the window, a full layer's
+    ``max_seq``."""
     names = {case.name for case in cases}
-    # one representative layer per (type, produce/reuse), each in prefill, chunk and decode mode
-    for kind in (
-        "sliding_attention_produce",
-        "sliding_attention_reuse",
-        "full_attention_produce",
-        "full_attention_reuse",
-    ):
-        assert {mode for mode in ("prefill", "chunk", "decode") if any(f"{kind}_{mode}" in n for n in names)} == {
-            "prefill",
-            "chunk",
-            "decode",
-        }, kind
-    # decode with the ring layout: a sliding layer's cache input holds the window, a full layer's max_seq
+    for kind in [f"{layer}_attention_{role}" for layer in ("sliding", "full") for role in ("produce", "reuse")]:
+        modes = {mode for mode in ("prefill", "chunk", "decode") if any(f"{kind}_{mode}" in n for n in names)}
+        assert modes == {"prefill", "chunk", "decode"}, kind
     decode_slots = {
         "sliding" if "sliding_attention" in case.name else "full": case.args[5][0].shape[2]
         for case in cases
         if case.name.endswith("produce_decode")
     }
-    assert decode_slots == {"sliding": _window(request, model_name), "full": 192 if model_name == "tiny" else 640}
-    # tolerances.EXPORT_RELATIVE: the exported graph replays the same aten ops on the same inputs;
-    # fp32 results agree to within reassociation noise of its decompositions (observed: 0); a
-    # changed shape or dtype is a failure of its own
+    assert decode_slots == {"sliding": window, "full": max_seq}
+
+
+# tolerances.EXPORT_RELATIVE: the exported graph replays the same aten ops on the same inputs; fp32
+# results agree to within reassociation noise of its decompositions (observed: 0); a changed shape
+# or dtype is a failure of its own
+
+
+def test_exported_stages_equal_eager(e2b_model, report):
+    runtime = StaticGemma4Runtime(e2b_model, max_seq=640, prefill_chunk=128)
+    cases = stage_cases(runtime, representative=True)
+    _assert_every_layer_kind_in_every_mode(cases, e2b_model.config.get_text_config().sliding_window, 640)
     rows = parity.export_rows(cases)
     worst = merge(rows, "export round-trip", "all").value
     report(f"export round-trip ({len(cases)} stages): max |exported - eager| {worst:.3g}")
     assert_rows_pass(rows)
 
 
-def test_export_stages_writes_programs_and_manifest(tiny_setup, tmp_path):
+def test_export_stages_writes_programs_and_manifest(tiny_setup, tiny_model, tmp_path):
+    """Every stage of the multimodal model saved and listed in the manifest; a saved program loads
+    and replays eager. (Each stage's in-memory round-trip on this model is a row of ``verify``,
+    run end to end in tests/unit/test_verify_command.py.)"""
     runtime, images = tiny_setup
-    manifest_path = export_stages(runtime, tmp_path, representative=True, **images)
-    manifest = json.loads(manifest_path.read_text())
+    manifest = json.loads(export_stages(runtime, tmp_path, representative=True, **images).read_text())
     assert manifest["max_seq"] == 192 and manifest["batch_size"] == 1
     names = [stage["name"] for stage in manifest["stages"]]
     assert names[:4] == ["token_embedding", "per_layer_inputs", "vision_prefill", "fusion"]
@@ -84,10 +72,11 @@ def test_export_stages_writes_programs_and_manifest(tiny_setup, tmp_path):
     assert embedding["outputs"] == {"shape": [1, 192, 64], "dtype": "float32"}
     for stage in manifest["stages"]:
         assert (tmp_path / stage["file"]).is_file()
-    loaded = torch.export.load(tmp_path / "lm_head.pt2")
-    hidden = torch.randn(1, 1, 64)
-    # exact: the saved and reloaded program replays the same fp32 ops on the same input
-    torch.testing.assert_close(loaded.module()(hidden), runtime.modules.lm_head(hidden), rtol=0, atol=0)
+    cases = stage_cases(runtime, representative=True, **images)
+    assert [case.name for case in cases] == names
+    _assert_every_layer_kind_in_every_mode(cases, tiny_model.config.get_text_config().sliding_window, 192)
+    (lm_head,) = [case for case in cases if case.name == "lm_head"]
+    assert_rows_pass(parity.replay_rows(lm_head, torch.export.load(tmp_path / "lm_head.pt2")))
 
 
 # ops whose output shape or control flow depends on tensor values: none may appear in a static stage

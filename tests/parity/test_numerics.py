@@ -36,6 +36,7 @@ def _gated(model, dtype, report, label: str, **kwargs) -> list:
     return rows
 
 
+@pytest.mark.numerics  # the default run has them through `verify --dtype` (test_verify_command.py)
 @pytest.mark.parametrize("dtype", PROFILES, ids=str)
 def test_tiny_profiles_pass_their_gates(tiny_model, dtype, report):
     assert_rows_pass(_gated(tiny_model, dtype, report, "tiny"))
@@ -52,6 +53,7 @@ def test_checkpoint_profiles_pass_their_gates(checkpoint_model, report):
         assert_rows_pass(_gated(checkpoint_model, dtype, report, "checkpoint"))
 
 
+@pytest.mark.numerics
 def test_a_mask_value_of_minus_one_fails_the_gates(tiny_model):
     """-1 leaves masked keys about e^-1 of an allowed key's weight: the soft tokens (padded patches
     leak into the vision encoder), the mask-value row and the hidden states fail."""
@@ -61,6 +63,7 @@ def test_a_mask_value_of_minus_one_fails_the_gates(tiny_model):
     assert {("decoder layers", "SQNR dB"), ("prefill logits", "SQNR dB")} <= failed
 
 
+@pytest.mark.numerics
 def test_a_rope_shift_fails_the_gates(tiny_model):
     """A uniform shift cancels in q.k, but the RoPE rows and the cached K (stored rotated) see it."""
     with faults_named(["rope-positions-from-one"])[0].injected():

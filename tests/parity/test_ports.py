@@ -39,8 +39,10 @@ from gemma4_static.ports.qnn_gemma4 import QnnGemma4Port, mask_update_defect  # 
         for group in CHECKS
     ],
 )
-def test_port_through_each_check_group(port, model, group):
-    check_group(port, model, "float32", group)
+def test_port_through_each_check_group(port, model, group, report):
+    rows = check_group(port, model, "float32", group)
+    errors = [f"{row.stage} {row.value:.2g}" for row in rows if row.metric == "max abs diff" and not row.skipped]
+    report(f"{port} on {model}, {group}: {len(rows)} rows pass; max abs diff: {', '.join(errors) or 'none'}")
 
 
 def test_qnn_mask_defect_still_reproduces_on_the_installed_executorch():

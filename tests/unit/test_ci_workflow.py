@@ -30,17 +30,15 @@ def test_workflow_matches_the_github_workflow_schema():
 
 
 def test_workflow_installs_and_tests_as_the_readme_says():
+    from conftest import OPT_IN_LANES
+
     main_job, test_command = _readme_commands()[:2]
     install = test_command.split(" && .venv/bin/pytest")[0]
     workflow = WORKFLOW.read_text()
     assert f"run: {install}" in workflow
-    assert (
-        ".venv/bin/pytest -n auto --hypothesis-profile=ci "
-        "--gemma4-self-test --gemma4-executorch --gemma4-numerics --gemma4-kernels" in workflow
-    )
-    assert test_command.endswith(
-        "--gemma4-self-test --gemma4-executorch --gemma4-numerics --gemma4-kernels"
-    )  # every slow lane in CI
+    lanes = " ".join(OPT_IN_LANES)
+    assert f".venv/bin/pytest -n auto --hypothesis-profile=ci {lanes}" in workflow  # every slow lane in CI
+    assert test_command.endswith(lanes)
     assert ".venv/bin/gemma4-static verify --json verify-report.json" in workflow
     assert "--hypothesis-profile=fuzz" in workflow and "path: .hypothesis" in workflow
     assert main_job.endswith(".venv/bin/gemma4-static verify")

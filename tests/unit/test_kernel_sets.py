@@ -68,8 +68,10 @@ def test_verify_under_the_set_it_already_runs_stays_in_process(monkeypatch):
     assert kernel_sets.rerun_under("native", ["verify"]) is None
 
 
+@pytest.mark.kernels
 def test_a_test_run_started_under_a_set_it_does_not_run_stops():
-    """The suite refuses to measure under other kernels than its environment names."""
+    """The suite refuses to measure under other kernels than its environment names (the kernels
+    lane's guard, so it runs in that lane: a new pytest process)."""
     wrong = {**kernel_set_named("avx2").environment(), "ATEN_CPU_CAPABILITY": "default"}
     wrong = {key: value for key, value in wrong.items() if not key.startswith("PYTEST_XDIST")}
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "--collect-only", "-q"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import subprocess
 import sys
@@ -95,6 +94,8 @@ TOKEN_METRICS = ("margin shift (ulps)", "top-1 disagreements", "top-5 tokens mis
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_low_precision_profiles_report_metrics_against_float64(dtype, tmp_path):
+    """The tiny model passes every gate of the profile (exit 0; the numerics lane runs them with
+    more decode steps), and the report carries the metrics against float64 with HF's beside them."""
     report_path = tmp_path / "report.json"
     argv = ["verify", "--dtype", dtype, "--no-export", "--steps", "4", "--json", str(report_path)]
     assert cli.main(argv) == 0
@@ -189,12 +190,19 @@ def test_bad_numbers_and_paths_are_one_line_usage_errors(argv, message, capsys):
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
 
 
-def test_export_command_writes_programs_and_a_manifest(tmp_path, capsys, monkeypatch):
-    # one layer per type and K/V role instead of all ten: the command's wiring is what is under test
-    monkeypatch.setattr(export, "export_stages", functools.partial(export.export_stages, representative=True))
-    assert cli.main(["export", str(tmp_path / "stages"), "--max-seq", "16"]) == 0
-    manifest = json.loads((tmp_path / "stages" / "manifest.json").read_text())
-    assert manifest["max_seq"] == 16 and all((tmp_path / "stages" / s["file"]).is_file() for s in manifest["stages"])
+def test_export_command_exports_the_configured_runtime(tmp_path, capsys, monkeypatch):
+    """The command's wiring: a runtime of the named model at ``--max-seq``, the folder and the
+    format reach ``export_stages`` (which tests/parity/test_export.py runs for real)."""
+    calls = []
+
+    def export_stages(runtime, folder, *, format):
+        calls.append((runtime.layout.max_seq, folder, format))
+        return folder / "manifest.json"
+
+    monkeypatch.setattr(export, "export_stages", export_stages)
+    assert cli.main(["export", str(tmp_path / "stages"), "--max-seq", "16", "--format", "pt2"]) == 0
+    assert calls == [(16, tmp_path / "stages", "pt2")]
+    assert f"manifest {tmp_path / 'stages' / 'manifest.json'}" in capsys.readouterr().out
     (tmp_path / "a-file").write_text("")
     assert cli.main(["export", str(tmp_path / "a-file")]) == 2
     assert "is not a folder" in capsys.readouterr().err

@@ -7,7 +7,9 @@ producing ("self decoder") layers as inputs, and returning the logits and only t
 host side is driven as its own ``masking_utils`` define it ("smart mask": position ``p`` lives in
 cache slot ``p``; after each call the new K/V are written at their positions and
 ``smart_mask_update(pos, n)`` opens those slots): a prefill program with ``ar_len`` = the prefill
-chunk (default :data:`PREFILL_AR_LEN`) and a decode program with ``ar_len = 1``, sharing one cache.
+chunk, or the whole static length when the setup names none (its hybrid mode with the prefill as
+long as the context: one call, no mask update), and a decode program with ``ar_len = 1``, sharing
+one cache.
 
 Its package ``__init__`` chain (``oss_scripts/llama``) imports Qualcomm backend modules and
 ``torchtune``; the Gemma 4 modules are imported with that package's ``__init__`` left unrun (a
@@ -32,7 +34,6 @@ from .base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
 from .checkpoint_layout import save_released_layout
 from .executorch_gemma4 import executorch_config, quiet_converter
 
-PREFILL_AR_LEN = 32
 LLAMA_PACKAGE = "executorch.examples.qualcomm.oss_scripts.llama"
 
 
@@ -92,7 +93,7 @@ class QnnGemma4Port(Gemma4Port):
             raise ValueError(f"{self.name} takes batch 1 and text only, got {setup}")
         self.version = metadata.version("executorch")
         self.masking = masking_utils
-        self.chunk = min(setup.prefill_chunk or PREFILL_AR_LEN, setup.max_seq - 1)
+        self.chunk = min(setup.prefill_chunk or setup.max_seq, setup.max_seq - 1)
         self.context = setup.max_seq + self.chunk  # room for a full last chunk past the prompt
         self.config = executorch_config(model, setup.max_seq)
         self.config.max_context_len = self.context

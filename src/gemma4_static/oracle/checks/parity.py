@@ -201,12 +201,17 @@ def generation_rows(
 
 def export_rows(cases: list[StageCase]) -> list[Row]:
     """Each stage case exported with ``torch.export`` replays its eager output, output by output."""
+    return [row for case in cases for row in replay_rows(case, export_case(case))]
+
+
+def replay_rows(case: StageCase, program: torch.export.ExportedProgram) -> list[Row]:
+    """``program`` (``case`` exported, or saved and loaded again) replays the eager output of
+    ``case``, output by output."""
+    eager, exported = _flatten(case.module(*case.args)), _flatten(program.module()(*case.args))
     rows = []
-    for case in cases:
-        eager, exported = _flatten(case.module(*case.args)), _flatten(export_case(case).module()(*case.args))
-        for index, (mine, reference) in enumerate(zip(exported, eager, strict=True)):
-            tolerance = tolerances.scaled(tolerances.EXPORT_RELATIVE, reference)
-            rows.append(compare("export round-trip", f"{case.name} output {index}", mine, reference, tolerance))
+    for index, (mine, reference) in enumerate(zip(exported, eager, strict=True)):
+        tolerance = tolerances.scaled(tolerances.EXPORT_RELATIVE, reference)
+        rows.append(compare("export round-trip", f"{case.name} output {index}", mine, reference, tolerance))
     return rows
 
 
