@@ -92,6 +92,15 @@ class Gemma4Port:
     def _missing(self, stage: str) -> NotExposed:
         return NotExposed(f"{self.name} does not expose {stage}")
 
+    def _one_text_row(self, prompt: Any) -> torch.Tensor:
+        """``prompt.input_ids (1, S)`` of a port that takes one unpadded row of text; ``NotExposed``
+        for anything else."""
+        if prompt.input_ids.shape[0] != 1 or not bool(prompt.attention_mask.bool().all()):
+            raise NotExposed(f"{self.name} takes one unpadded row")
+        if prompt.pixel_values is not None:
+            raise NotExposed(f"{self.name} is text only")
+        return prompt.input_ids
+
     def prefill_masks(
         self, attention_mask: torch.Tensor, mm_token_type_ids: torch.Tensor | None = None
     ) -> dict[str, torch.Tensor]:

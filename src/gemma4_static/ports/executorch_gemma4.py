@@ -154,18 +154,11 @@ class ExecuTorchGemma4Port(Gemma4Port):
                     buffer.zero_()
         self.position = 0
 
-    def _one_row(self, prompt: Any) -> torch.Tensor:
-        if prompt.input_ids.shape[0] != 1 or not bool(prompt.attention_mask.bool().all()):
-            raise NotExposed(f"{self.name} takes one unpadded row")
-        if prompt.pixel_values is not None:
-            raise NotExposed(f"{self.name} is text only")
-        return prompt.input_ids
-
     @torch.no_grad()
     def prefill(self, prompt: Any, *, keep_intermediates: bool = False) -> PortPrefill:
         """The prompt in one call, or in chunks of ``setup.prefill_chunk`` at their positions (its
         cache carries the earlier chunks); intermediates of a single call only."""
-        ids = self._one_row(prompt)
+        ids = self._one_text_row(prompt)
         self._reset()
         length, chunk = ids.shape[1], self.setup.prefill_chunk or ids.shape[1]
         decoder = self.model.model.self_decoder

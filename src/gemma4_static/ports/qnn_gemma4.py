@@ -171,13 +171,6 @@ class QnnGemma4Port(Gemma4Port):
         self.position = end
         return logits[:, :count]
 
-    def _one_row(self, prompt: Any) -> torch.Tensor:
-        if prompt.input_ids.shape[0] != 1 or not bool(prompt.attention_mask.bool().all()):
-            raise NotExposed(f"{self.name} takes one unpadded row")
-        if prompt.pixel_values is not None:
-            raise NotExposed(f"{self.name} is text only")
-        return prompt.input_ids
-
     def prefill_masks(
         self, attention_mask: torch.Tensor, mm_token_type_ids: torch.Tensor | None = None
     ) -> dict[str, torch.Tensor]:
@@ -207,7 +200,7 @@ class QnnGemma4Port(Gemma4Port):
     def prefill(self, prompt: Any, *, keep_intermediates: bool = False) -> PortPrefill:
         """Chunks of ``ar_len`` through the prefill program; no intermediates (its programs return
         only the logits and the new K/V)."""
-        ids = self._one_row(prompt)
+        ids = self._one_text_row(prompt)
         self._reset()
         for start in range(0, ids.shape[1], self.chunk):
             logits = self._call(ids[:, start : start + self.chunk])
