@@ -234,7 +234,7 @@ class StaticGemma4Runtime:
             raise ValueError(
                 f"prompt length {longest} + max_new_tokens {max_new_tokens} exceeds max_seq={self.layout.max_seq}"
             )
-        eos = check_eos_token_ids(eos_token_id)
+        eos = check_eos_token_ids(eos_token_id, vocab_size=self.spec.vocab_size)
         pad = self.spec.pad_token_id
         logits = self.prefill_outputs(inputs, pixel_values, image_position_ids).logits
         tokens = torch.full((self.layout.batch_size, max_new_tokens), pad, dtype=torch.long)

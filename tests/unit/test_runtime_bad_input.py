@@ -298,6 +298,14 @@ def test_bad_eos_token_id(text_runtime, eos_token_id):
         text_runtime.generate(torch.full((2, 4), 7), max_new_tokens=2, eos_token_id=eos_token_id)
 
 
+@pytest.mark.parametrize("eos_token_id", [-3, [1, -1], 10**9])
+def test_eos_token_id_outside_the_vocabulary(text_runtime, eos_token_id):
+    """An id no step can ever produce is refused, not accepted silently."""
+    vocab = text_runtime.spec.vocab_size
+    with pytest.raises(ValueError, match=rf"eos_token_id must be inside the vocabulary \[0, {vocab}\), got"):
+        text_runtime.generate(torch.full((2, 4), 7), max_new_tokens=2, eos_token_id=eos_token_id)
+
+
 def test_unknown_backend_and_a_missing_executorch_extra(tiny_model, monkeypatch):
     with pytest.raises(ValueError, match=r"backend must be one of \('torch', 'executorch'\), got 'tpu'"):
         StaticGemma4Runtime(tiny_model, max_seq=8, backend="tpu")

@@ -206,11 +206,15 @@ def check_next_ids(next_ids: Any, *, batch_size: int, vocab_size: int) -> torch.
     return next_ids.long()
 
 
-def check_eos_token_ids(eos_token_id: Any) -> torch.Tensor:
-    """``None`` (never stop early), an int or a list/tuple of ints, as a ``(E,)`` long tensor."""
+def check_eos_token_ids(eos_token_id: Any, *, vocab_size: int) -> torch.Tensor:
+    """``None`` (never stop early), an int or a list/tuple of ints, each inside the vocabulary
+    ``[0, vocab_size)`` (an id outside it could never be generated), as a ``(E,)`` long tensor."""
     ids = [] if eos_token_id is None else [eos_token_id] if isinstance(eos_token_id, int) else eos_token_id
     if not isinstance(ids, list | tuple) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         raise TypeError(f"eos_token_id must be None, an int or a list of ints, got {eos_token_id!r}")
+    outside = [i for i in ids if not 0 <= i < vocab_size]
+    if outside:
+        raise ValueError(f"eos_token_id must be inside the vocabulary [0, {vocab_size}), got {eos_token_id!r}")
     return torch.tensor(ids, dtype=torch.long)
 
 
