@@ -46,7 +46,7 @@ class PrefillOutputs:
 class StaticGemma4Runtime:
     """Static-shape prefill, decode and greedy generation of an HF Gemma 4 model
     (``Gemma4ForConditionalGeneration`` or ``Gemma4ForCausalLM``) with batch ``batch_size``, every
-    row right-padded to ``max_seq``.
+    row's tokens first and padded to ``max_seq`` (rows given left- or right-padded).
 
     The stages run over a :class:`~gemma4_static.stack.LayerStack` (masks, RoPE, the static cache;
     ``sliding_cache="ring"`` keeps ``sliding_window`` slots for sliding layers, ``"full"`` ``max_seq``).

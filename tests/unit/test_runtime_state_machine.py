@@ -1,9 +1,9 @@
 """A stateful parity fuzzer: hypothesis drives one runtime through random sequences of prefills
-(ragged, chunked or not, ring or full layout, with an image on the image runtime), decode steps
-(random ids, placeholder ids included), greedy generation, resets and calls that must fail; after
-every successful step the logits equal HF's on the same token history (HF re-run without a cache
-on the whole history, row by row), after every failing call the error is a ``ValueError`` /
-``TypeError`` and the runtime keeps working.
+(ragged, right- or left-padded, chunked or not, ring or full layout, with an image on the image
+runtime), decode steps (random ids, placeholder ids included), greedy generation, resets and calls
+that must fail; after every successful step the logits equal HF's on the same token history (HF
+re-run without a cache on the whole history, row by row), after every failing call the error is a
+``ValueError`` / ``TypeError`` and the runtime keeps working.
 
 States: ``empty`` (new or reset: decode must fail), ``prefilled`` (a prompt and zero or more decode
 steps in the cache), ``full`` (a row at ``max_seq``: decode must fail with "cache is full").
@@ -84,15 +84,18 @@ def machine(tiny_model):
                 error = float((logits[row] - hf).abs().max())
                 assert error <= bound, f"row {row} after {self.fed.shape[1]} decode steps: {error} > {bound}"
 
-        @rule(lengths=st.lists(st.integers(1, 9), min_size=2, max_size=2), seed=st.integers(0, 99))
-        def prefill(self, lengths, seed):
+        @rule(
+            lengths=st.lists(st.integers(1, 9), min_size=2, max_size=2),
+            seed=st.integers(0, 99),
+            padding=st.sampled_from(["right", "left"]),
+        )
+        def prefill(self, lengths, seed, padding):
             if self.kind == "image":
                 prompt = image_prompt(config, text_after=[length % 4 for length in lengths], seed=seed)
             else:
                 prompt = text_prompt(config, lengths, seed=seed)
-            logits = self.runtime.prefill(
-                prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids
-            )
+            ids, mask = prompt.left_padded() if padding == "left" else (prompt.input_ids, prompt.attention_mask)
+            logits = self.runtime.prefill(ids, mask, prompt.pixel_values, prompt.image_position_ids)
             self.prompt, self.fed = prompt, torch.zeros(2, 0, dtype=torch.long)
             self._check(logits)
 

@@ -1,4 +1,4 @@
-"""Static inputs: the layout, right padding to ``max_seq``, image placeholders, validity, lengths,
+"""Static inputs: the layout, each row's tokens first and padded to ``max_seq``, image placeholders, validity, lengths,
 and the checks of what a caller feeds the runtime (decode ids, images)."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class StaticInputs:
     """Inputs at static shape ``(B, max_seq)``.
 
     ``input_ids``: LLM-side ids (multimodal placeholders replaced by the pad id, right-padded with it);
-    ``raw_ids``: the given ids right-padded with the pad id (placeholders kept); ``valid``: bool,
+    ``raw_ids``: the given valid ids first, right-padded with the pad id (placeholders kept); ``valid``: bool,
     ``True`` for prompt tokens; ``valid_length``: ``(B,)`` prompt lengths; ``mm_token_type_ids``:
     ``1`` on the image slot, ``0`` elsewhere.
     """
@@ -115,9 +115,13 @@ def build_static_inputs(
 ) -> StaticInputs:
     """Validate processor outputs ``(B, S)`` and lay them out at ``(B, layout.max_seq)``.
 
-    Rows must be right-padded (valid tokens first); ``attention_mask=None`` means all valid.
-    With an image slot, every row must hold exactly ``num_visual_tokens`` image placeholders at
-    ``[visual_start_idx, visual_start_idx + num_visual_tokens)``; without one, none. Every
+    Rows may be right- or left-padded (valid tokens contiguous; holes are an error);
+    ``attention_mask=None`` means all valid. The static layout puts every row's valid tokens first
+    (a left-padded row moves to the front: positions count from a row's first valid token, as HF's
+    generate does, and RoPE and the masks depend only on distances between valid tokens). With an
+    image slot, every row must hold exactly ``num_visual_tokens`` image placeholders at
+    ``[visual_start_idx, visual_start_idx + num_visual_tokens)`` counted from its first valid
+    token; without one, none. Every
     ``placeholder_token_ids`` entry (image, video, audio) becomes the pad id on the LLM side,
     wherever it stands, as HF does.
     """
@@ -135,24 +139,25 @@ def build_static_inputs(
         )
 
     valid_length = valid.sum(dim=1)
-    prefix = torch.arange(length)[None, :] < valid_length[:, None]
-    not_right_padded = (valid != prefix).any(dim=1)
-    if not_right_padded.any():
-        rows = not_right_padded.nonzero().flatten().tolist()
-        raise ValueError(
-            f"attention_mask rows {rows} have left padding or holes; the static runtime is right-padded "
-            "(valid tokens first, padding after)"
-        )
     if (valid_length == 0).any():
         raise ValueError(f"attention_mask rows {(valid_length == 0).nonzero().flatten().tolist()} have no valid token")
+    first = valid.int().argmax(dim=1)  # each row's first valid token: 0 when right-padded
+    columns = torch.arange(length)[None, :]
+    contiguous = valid == ((columns >= first[:, None]) & (columns < (first + valid_length)[:, None]))
+    if not contiguous.all():
+        rows = (~contiguous).any(dim=1).nonzero().flatten().tolist()
+        raise ValueError(
+            f"attention_mask rows {rows} have holes (padding between valid tokens); a row may be padded on the "
+            "left or the right only: a hole changes the distances between the tokens around it (RoPE, the "
+            "sliding window), which no static layout can reproduce"
+        )
     if int(valid_length.max()) > layout.max_seq:
         raise ValueError(f"prompt length {int(valid_length.max())} is longer than max_seq={layout.max_seq}")
 
-    raw = torch.full((batch, layout.max_seq), pad_token_id, dtype=torch.long)
-    copy_length = min(length, layout.max_seq)
-    raw[:, :copy_length] = torch.where(valid[:, :copy_length], input_ids[:, :copy_length].long(), pad_token_id)
-    static_valid = torch.zeros(batch, layout.max_seq, dtype=torch.bool)
-    static_valid[:, :copy_length] = valid[:, :copy_length]
+    # every row's valid tokens first (a left-padded row moves to the front), the pad id after them
+    static_valid = torch.arange(layout.max_seq)[None, :] < valid_length[:, None]
+    source = (first[:, None] + torch.arange(layout.max_seq)[None, :]).clamp(max=length - 1)
+    raw = torch.where(static_valid, input_ids.long().gather(1, source), pad_token_id)
 
     is_image = (raw == image_token_id) & static_valid if image_token_id is not None else torch.zeros_like(static_valid)
     mm_token_type_ids = _check_image_slot(is_image, layout)

@@ -48,6 +48,14 @@ class Prompt:
         """The runtime layout's image slot for this prompt, as ``StaticGemma4Runtime`` keywords."""
         return {"visual_start_idx": self.visual_start_idx, "num_visual_tokens": self.num_visual_tokens}
 
+    def left_padded(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``input_ids`` and ``attention_mask`` with every row's valid tokens moved to the right end,
+        as a processor with ``padding_side="left"`` returns them."""
+        length = self.input_ids.shape[1]
+        shift = length - self.attention_mask.sum(dim=1)
+        index = (torch.arange(length)[None, :] - shift[:, None]) % length
+        return self.input_ids.gather(1, index), self.attention_mask.gather(1, index)
+
     def row(self, index: int) -> Prompt:
         """Row ``index`` alone, without its padding (what a batch-1 caller would pass)."""
         length = int(self.attention_mask[index].sum())
