@@ -23,7 +23,7 @@ from .cpu.inputs import (
     check_next_ids,
     llm_ids,
 )
-from .cpu.vision import build_vision_inputs, check_image_inputs, check_soft_tokens, smallest_profile
+from .cpu.vision import check_image_inputs, image_slot_inputs, smallest_profile
 from .edge import backend_stages
 from .npu.stages import build_stages
 from .spec import read_model
@@ -133,14 +133,14 @@ class StaticGemma4Runtime:
         stages, batch = self.stages, self.layout.batch_size
         soft_tokens = None
         if check_image_inputs(pixel_values, image_position_ids, self.layout, vision=self.spec.vision):
-            vision = build_vision_inputs(
-                self.spec.vision,
+            pixel_values, vision = image_slot_inputs(
+                pixel_values,
                 image_position_ids,
-                profile=self.layout.vision_profile,
+                self.spec.vision,
+                self.layout,
                 dtype=self.spec.dtype,
                 mask_value=self.mask_value,
             )
-            check_soft_tokens(vision.soft_tokens, self.layout)
             soft_tokens = stages.vision(pixel_values, *vision.stage_args())[:, : self.layout.num_visual_tokens]
         embeddings = stages.embedding(inputs.input_ids)
         fused = embeddings if soft_tokens is None else stages.fusion(embeddings, soft_tokens)

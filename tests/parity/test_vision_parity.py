@@ -68,6 +68,36 @@ def test_image_prefill_and_generation_match_hf(vision_model, text_before, image_
     assert_rows_pass(rows)
 
 
+@pytest.mark.parametrize("profile", [140, 280])
+def test_images_at_fewer_patches_than_the_profile_match_hf(vision_model, profile, report):
+    """Images processed at 70 soft tokens (HF runs them at their own patch count) in a runtime whose
+    vision stage is static at a larger profile: the runtime pads the patches on the CPU side;
+    logits and greedy tokens equal HF's on the unpadded input."""
+    prompt = image_prompt(vision_model.config, text_after=[5, 2], image_size=(40, 72))
+    runtime = StaticGemma4Runtime(
+        vision_model, max_seq=prompt.input_ids.shape[1] + 6, batch_size=2, vision_profile=profile, **prompt.image_slot
+    )
+    kernel = vision_model.config.vision_config.pooling_kernel_size
+    assert prompt.pixel_values.shape[1] < profile * kernel**2  # really padded on our side
+    args = (prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
+    theirs = hf_prefill(vision_model, prompt).logits[torch.arange(2), prompt.last_index]
+    rows = parity.logits_rows(runtime.prefill(*args), theirs, FP32)
+    rows += parity.generation_rows(
+        vision_model, StaticRuntimePort.around(runtime, vision_model.config), prompt, max_new_tokens=6
+    )
+    report(f"{prompt.pixel_values.shape[1]} patches at profile {profile}: logits vs HF {rows[0].value:.3g}")
+    assert_rows_pass(rows)
+
+
+def test_an_image_with_more_patches_than_the_profile_is_refused(vision_model):
+    big = image_prompt(vision_model.config, text_after=[1], image_size=(40, 72))
+    images = processed_images(vision_model.config, [(400, 400)], profile=140)
+    runtime = StaticGemma4Runtime(vision_model, max_seq=big.input_ids.shape[1] + 2, batch_size=1, **big.image_slot)
+    patches = int((images["image_position_ids"] != -1).any(dim=-1).sum())
+    with pytest.raises(ValueError, match=rf"an image has {patches} patches .* vision profile of 70 soft tokens"):
+        runtime.prefill(big.input_ids, big.attention_mask, images["pixel_values"], images["image_position_ids"])
+
+
 def _swap_rope_axes(monkeypatch):
     original = cpu_vision.vision_rope
     monkeypatch.setattr(

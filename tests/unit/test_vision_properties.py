@@ -11,7 +11,7 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from gemma4_static.cpu.vision import build_vision_inputs
+from gemma4_static.cpu.vision import build_vision_inputs, fit_patches
 from gemma4_static.spec import VisionSpec, read_model
 
 
@@ -129,3 +129,40 @@ def test_patch_budget_must_be_the_profiles(tiny_vision):
 def test_bad_image_position_ids(tiny_vision, ids, error, message):
     with pytest.raises(error, match=message):
         build_vision_inputs(_spec(tiny_vision, 2), ids, profile=1)
+
+
+@given(image_batches(), st.integers(0, 40), st.randoms(use_true_random=False))
+def test_patches_fitted_to_a_larger_profile_pool_to_the_same_soft_tokens(tiny_vision, batch, extra, random):
+    """Images at their own patch count, shuffled, laid out at a profile with ``extra`` more soft
+    tokens: valid patches first with their pixels, the same soft-token count and pooled blocks."""
+    kernel, profile, ids = batch
+    spec = _spec(tiny_vision, kernel)
+    order = list(range(ids.shape[1]))
+    random.shuffle(order)
+    shuffled = ids[:, order]
+    pixels = torch.randn(ids.shape[0], ids.shape[1], 3) + (shuffled != -1).all(dim=-1, keepdim=True)
+    fitted_pixels, fitted_ids = fit_patches(pixels, shuffled, spec, profile=profile + extra)
+    budget = (profile + extra) * kernel**2
+    assert fitted_ids.shape == (ids.shape[0], budget, 2) and fitted_pixels.shape == (ids.shape[0], budget, 3)
+    valid = (fitted_ids != -1).all(dim=-1)
+    counts = (shuffled != -1).all(dim=-1).sum(dim=-1)
+    assert torch.equal(valid, torch.arange(budget)[None, :] < counts[:, None])  # valid first, then padding
+    for image in range(ids.shape[0]):
+        kept = (shuffled[image] != -1).all(dim=-1)
+        assert torch.equal(fitted_ids[image, : counts[image]], shuffled[image][kept])
+        assert torch.equal(fitted_pixels[image, : counts[image]], pixels[image][kept])
+    ours = build_vision_inputs(spec, fitted_ids, profile=profile + extra)
+    theirs = build_vision_inputs(spec, ids, profile=profile)
+    assert torch.equal(ours.soft_tokens, theirs.soft_tokens)
+    # every soft token gathers as many patches as before (with the same weight), none beyond the old profile
+    assert torch.equal((ours.pooling[:, :profile] > 0).sum(dim=-1), (theirs.pooling > 0).sum(dim=-1))
+    weight = torch.tensor(1 / kernel**2, dtype=torch.float32)
+    assert not ours.pooling[:, profile:].any() and bool(((ours.pooling == 0) | (ours.pooling == weight)).all())
+
+
+def test_an_image_beyond_the_profile_names_both_numbers(tiny_vision):
+    spec = _spec(tiny_vision, 2)
+    ids = _grid_ids(6, 4, 24)[None]  # 24 patches: 6 soft tokens
+    message = r"an image has 24 patches \(6 soft tokens\), more than the vision profile of 4 soft tokens"
+    with pytest.raises(ValueError, match=message):
+        fit_patches(torch.zeros(1, 24, 3), ids, spec, profile=4)

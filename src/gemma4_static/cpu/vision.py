@@ -108,8 +108,7 @@ def build_vision_inputs(
     """
     dtype = floating_dtype(dtype)
     fill = mask_fill_value(mask_value, dtype)
-    if not isinstance(image_position_ids, torch.Tensor) or image_position_ids.dtype not in (torch.int32, torch.int64):
-        raise TypeError(f"image_position_ids must be an integer torch.Tensor (N, P, 2), got {image_position_ids!r}")
+    _check_position_ids_type(image_position_ids)
     kernel = spec.pooling_kernel_size
     budget = profile * kernel**2
     if image_position_ids.dim() != 3 or image_position_ids.shape[1:] != (budget, 2):
@@ -137,6 +136,38 @@ def build_vision_inputs(
         pooling=pooling_matrix(positions, padding, kernel, profile),
         soft_tokens=(~padding).sum(dim=-1) // kernel**2,
     )
+
+
+def fit_patches(
+    pixel_values: torch.Tensor, image_position_ids: torch.Tensor, spec: VisionSpec, *, profile: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Images processed at any patch count ``(N, P, .)`` laid out at the patch budget of ``profile``
+    (``profile * k**2`` patches): each image's valid patches first, then padding patches (zero
+    pixels at position ``(-1, -1)``, as HF's processor pads to its own budget). The layout changes
+    nothing HF computes: padded patches are masked out of the encoder and pooled into no soft token,
+    and the stage is indifferent to patch order. ``ValueError`` naming both numbers when an image
+    has more valid patches than the budget."""
+    _check_position_ids_type(image_position_ids)
+    budget = profile * spec.pooling_kernel_size**2
+    valid = (image_position_ids != -1).any(dim=-1)
+    most = int(valid.sum(dim=-1).max())
+    if most > budget:
+        raise ValueError(
+            f"an image has {most} patches ({most // spec.pooling_kernel_size**2} soft tokens), more than the "
+            f"vision profile of {profile} soft tokens takes ({budget} patches); process it with max_soft_tokens <= "
+            f"{profile} or choose a larger vision_profile"
+        )
+    images, width = pixel_values.shape[0], pixel_values.shape[2]
+    pixels = torch.cat((pixel_values, pixel_values.new_zeros(images, budget, width)), dim=1)
+    positions = torch.cat((image_position_ids, image_position_ids.new_full((images, budget, 2), -1)), dim=1)
+    padding = torch.cat((~valid, valid.new_ones(images, budget)), dim=1)
+    order = torch.argsort(padding.int(), dim=-1, stable=True)[:, :budget, None]  # valid patches first
+    return pixels.gather(1, order.expand(-1, -1, width)), positions.gather(1, order.expand(-1, -1, 2))
+
+
+def _check_position_ids_type(image_position_ids: Any) -> None:
+    if not isinstance(image_position_ids, torch.Tensor) or image_position_ids.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"image_position_ids must be an integer torch.Tensor (N, P, 2), got {image_position_ids!r}")
 
 
 def check_image_inputs(
@@ -171,13 +202,27 @@ def check_image_inputs(
     return True
 
 
-def check_soft_tokens(soft_tokens: torch.Tensor, layout: StaticLayout) -> None:
-    """Each image's valid soft-token count ``(B,)`` must fill the layout's image slot."""
-    if (soft_tokens != layout.num_visual_tokens).any():
+def image_slot_inputs(
+    pixel_values: torch.Tensor,
+    image_position_ids: torch.Tensor,
+    spec: VisionSpec,
+    layout: StaticLayout,
+    *,
+    dtype: torch.dtype,
+    mask_value: float | None,
+) -> tuple[torch.Tensor, VisionInputs]:
+    """The vision stage's pixel values at the layout's profile (:func:`fit_patches`) and its CPU-side
+    inputs (:func:`build_vision_inputs`); ``ValueError`` unless every image's soft-token count fills
+    the layout's image slot."""
+    profile = layout.vision_profile
+    pixel_values, image_position_ids = fit_patches(pixel_values, image_position_ids, spec, profile=profile)
+    vision = build_vision_inputs(spec, image_position_ids, profile=profile, dtype=dtype, mask_value=mask_value)
+    if (vision.soft_tokens != layout.num_visual_tokens).any():
         raise ValueError(
-            f"the images give {soft_tokens.tolist()} soft tokens, "
+            f"the images give {vision.soft_tokens.tolist()} soft tokens, "
             f"but the layout's num_visual_tokens is {layout.num_visual_tokens}"
         )
+    return pixel_values, vision
 
 
 def _shape(value: Any) -> Any:
