@@ -51,19 +51,24 @@ def test_vision_stage_matches_hf(vision_model, images, report):
     assert_rows_pass(rows)
 
 
+def _prefill_and_generation_rows(model, prompt, **runtime_options) -> list:
+    """Last-token logits of a batch-2 image prompt and 6 greedy tokens, the runtime against HF."""
+    runtime = StaticGemma4Runtime(
+        model, max_seq=prompt.input_ids.shape[1] + 6, batch_size=2, **prompt.image_slot, **runtime_options
+    )
+    args = (prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
+    theirs = hf_prefill(model, prompt).logits[torch.arange(2), prompt.last_index]
+    rows = parity.logits_rows(runtime.prefill(*args), theirs, FP32)
+    return rows + parity.generation_rows(
+        model, StaticRuntimePort.around(runtime, model.config), prompt, max_new_tokens=6
+    )
+
+
 @pytest.mark.parametrize(("text_before", "image_size"), [(1, (48, 48)), (6, (40, 72))])
 def test_image_prefill_and_generation_match_hf(vision_model, text_before, image_size, report):
     """The image slot at different offsets, ragged rows: last-token logits and 6 greedy tokens."""
     prompt = image_prompt(vision_model.config, text_after=[5, 2], text_before=text_before, image_size=image_size)
-    runtime = StaticGemma4Runtime(
-        vision_model, max_seq=prompt.input_ids.shape[1] + 6, batch_size=2, **prompt.image_slot
-    )
-    args = (prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
-    theirs = hf_prefill(vision_model, prompt).logits[torch.arange(2), prompt.last_index]
-    rows = parity.logits_rows(runtime.prefill(*args), theirs, FP32)
-    rows += parity.generation_rows(
-        vision_model, StaticRuntimePort.around(runtime, vision_model.config), prompt, max_new_tokens=6
-    )
+    rows = _prefill_and_generation_rows(vision_model, prompt)
     report(f"image at {prompt.visual_start_idx}, {prompt.num_visual_tokens} soft tokens: logits {rows[0].value:.3g}")
     assert_rows_pass(rows)
 
@@ -74,17 +79,9 @@ def test_images_at_fewer_patches_than_the_profile_match_hf(vision_model, profile
     vision stage is static at a larger profile: the runtime pads the patches on the CPU side;
     logits and greedy tokens equal HF's on the unpadded input."""
     prompt = image_prompt(vision_model.config, text_after=[5, 2], image_size=(40, 72))
-    runtime = StaticGemma4Runtime(
-        vision_model, max_seq=prompt.input_ids.shape[1] + 6, batch_size=2, vision_profile=profile, **prompt.image_slot
-    )
     kernel = vision_model.config.vision_config.pooling_kernel_size
     assert prompt.pixel_values.shape[1] < profile * kernel**2  # really padded on our side
-    args = (prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
-    theirs = hf_prefill(vision_model, prompt).logits[torch.arange(2), prompt.last_index]
-    rows = parity.logits_rows(runtime.prefill(*args), theirs, FP32)
-    rows += parity.generation_rows(
-        vision_model, StaticRuntimePort.around(runtime, vision_model.config), prompt, max_new_tokens=6
-    )
+    rows = _prefill_and_generation_rows(vision_model, prompt, vision_profile=profile)
     report(f"{prompt.pixel_values.shape[1]} patches at profile {profile}: logits vs HF {rows[0].value:.3g}")
     assert_rows_pass(rows)
 
