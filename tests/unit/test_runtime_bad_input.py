@@ -251,18 +251,6 @@ def test_bad_vision_profiles(tiny_model, kwargs, message):
         StaticGemma4Runtime(tiny_model, **options)
 
 
-def test_image_processed_at_another_profile_names_both(image_setup, tiny_model):
-    prompt, _ = image_setup
-    runtime = StaticGemma4Runtime(
-        tiny_model, max_seq=prompt.input_ids.shape[1] + 2, batch_size=2, vision_profile=140, **prompt.image_slot
-    )
-    args = (prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
-    with pytest.raises(
-        ValueError, match=r"shape \(2, 280, 2\), but the vision profile of 140 soft tokens takes \(N, 560, 2\)"
-    ):
-        runtime.prefill(*args)
-
-
 def test_pixel_values_of_another_patch_size(image_setup):
     prompt, runtime = image_setup
     with pytest.raises(ValueError, match=r"pixel_values must be \(batch_size=2, patches, 3 \* patch_size\^2=48\)"):
