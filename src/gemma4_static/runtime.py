@@ -132,18 +132,16 @@ class StaticGemma4Runtime:
         :class:`PrefillOutputs`; the per-layer hidden states are kept by single-shot prefill only)."""
         stages, batch = self.stages, self.layout.batch_size
         soft_tokens = None
-        if check_image_inputs(pixel_values, image_position_ids, self.layout, vision=self.spec.vision):
+        rows = inputs.image_rows
+        if check_image_inputs(pixel_values, image_position_ids, self.layout, vision=self.spec.vision, image_rows=rows):
             pixel_values, vision = image_slot_inputs(
-                pixel_values,
-                image_position_ids,
-                self.spec.vision,
-                self.layout,
-                dtype=self.spec.dtype,
-                mask_value=self.mask_value,
+                pixel_values, image_position_ids, rows, self.spec.vision, self.layout, self.spec.dtype, self.mask_value
             )
             soft_tokens = stages.vision(pixel_values, *vision.stage_args())[:, : self.layout.num_visual_tokens]
         embeddings = stages.embedding(inputs.input_ids)
-        fused = embeddings if soft_tokens is None else stages.fusion(embeddings, soft_tokens)
+        fused = embeddings
+        if soft_tokens is not None:  # rows whose slot holds text keep their embeddings
+            fused = torch.where(rows[:, None, None], stages.fusion(embeddings, soft_tokens), embeddings)
         per_layer_inputs = stages.per_layer_inputs(inputs.input_ids, fused)
         blocks = None if soft_tokens is None else self.stack.mask_table.vision_blocks(inputs.mm_token_type_ids)
 

@@ -86,6 +86,17 @@ def test_images_at_fewer_patches_than_the_profile_match_hf(vision_model, profile
     assert_rows_pass(rows)
 
 
+@pytest.mark.parametrize("with_image", [[True, False], [False, True], [False, False]], ids=["1+text", "text+1", "text"])
+def test_rows_whose_slot_holds_text_match_hf(vision_model, with_image, report):
+    """A runtime with an image slot serves batches with fewer images than rows (the other rows hold
+    text in the slot: no bidirectional block, no soft tokens) and prompts without any image; HF gets
+    the same batch with one ``pixel_values`` entry per image."""
+    prompt = image_prompt(vision_model.config, text_after=[5, 2], with_image=with_image, seed=4)
+    rows = _prefill_and_generation_rows(vision_model, prompt)
+    report(f"images in rows {with_image}: logits vs HF {rows[0].value:.3g}")
+    assert_rows_pass(rows)
+
+
 def test_an_image_with_more_patches_than_the_profile_is_refused(vision_model):
     big = image_prompt(vision_model.config, text_after=[1], image_size=(40, 72))
     images = processed_images(vision_model.config, [(400, 400)], profile=140)

@@ -89,10 +89,17 @@ def test_image_slot_start_must_match(image_setup):
         runtime.prefill(ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
 
 
-def test_image_slot_needs_pixel_values(image_setup):
+def test_image_placeholders_need_pixel_values(image_setup):
     prompt, runtime = image_setup
-    with pytest.raises(ValueError, match=r"pixel_values and image_position_ids are required"):
+    with pytest.raises(ValueError, match=r"2 rows hold image placeholders: pixel_values and image_position_ids are"):
         runtime.prefill(prompt.input_ids, prompt.attention_mask)
+
+
+def test_one_image_per_row_holding_placeholders(image_setup):
+    """Two rows hold placeholders: two images, not one (HF's processor returns one per image)."""
+    prompt, runtime = image_setup
+    with pytest.raises(ValueError, match=r"pixel_values must be \(images=2: one per row holding image placeholders"):
+        runtime.prefill(prompt.input_ids, prompt.attention_mask, prompt.pixel_values[:1], prompt.image_position_ids[:1])
 
 
 def test_image_must_give_the_slot_size(image_setup, tiny_model):
@@ -253,7 +260,7 @@ def test_bad_vision_profiles(tiny_model, kwargs, message):
 
 def test_pixel_values_of_another_patch_size(image_setup):
     prompt, runtime = image_setup
-    with pytest.raises(ValueError, match=r"pixel_values must be \(batch_size=2, patches, 3 \* patch_size\^2=48\)"):
+    with pytest.raises(ValueError, match=r"pixel_values must be \(images=2: .*, patches, 3 \* patch_size\^2=48\)"):
         runtime.prefill(
             prompt.input_ids, prompt.attention_mask, prompt.pixel_values[..., :12], prompt.image_position_ids
         )

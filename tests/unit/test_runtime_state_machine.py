@@ -1,9 +1,9 @@
 """A stateful parity fuzzer: hypothesis drives one runtime through random sequences of prefills
-(ragged, right- or left-padded, chunked or not, ring or full layout, with an image on the image
-runtime), decode steps (random ids, placeholder ids included), greedy generation, resets and calls
-that must fail; after every successful step the logits equal HF's on the same token history (HF
-re-run without a cache on the whole history, row by row), after every failing call the error is a
-``ValueError`` / ``TypeError`` and the runtime keeps working.
+(ragged, right- or left-padded, chunked or not, ring or full layout, with an image or text in the
+image slot of each row on the image runtime), decode steps (random ids, placeholder ids included),
+greedy generation, resets and calls that must fail; after every successful step the logits equal
+HF's on the same token history (HF re-run without a cache on the whole history, row by row), after
+every failing call the error is a ``ValueError`` / ``TypeError`` and the runtime keeps working.
 
 States: ``empty`` (new or reset: decode must fail), ``prefilled`` (a prompt and zero or more decode
 steps in the cache), ``full`` (a row at ``max_seq``: decode must fail with "cache is full").
@@ -90,8 +90,11 @@ def machine(tiny_model):
             padding=st.sampled_from(["right", "left"]),
         )
         def prefill(self, lengths, seed, padding):
-            if self.kind == "image":
-                prompt = image_prompt(config, text_after=[length % 4 for length in lengths], seed=seed)
+            if self.kind == "image":  # 0, 1 or 2 rows with an image (a length divisible by 3: text in the slot)
+                images = [length % 3 != 0 for length in lengths]
+                prompt = image_prompt(
+                    config, text_after=[length % 4 for length in lengths], seed=seed, with_image=images
+                )
             else:
                 prompt = text_prompt(config, lengths, seed=seed)
             ids, mask = prompt.left_padded() if padding == "left" else (prompt.input_ids, prompt.attention_mask)

@@ -93,7 +93,7 @@ class StaticInputs:
     ``input_ids``: LLM-side ids (multimodal placeholders replaced by the pad id, right-padded with it);
     ``raw_ids``: the given valid ids first, right-padded with the pad id (placeholders kept); ``valid``: bool,
     ``True`` for prompt tokens; ``valid_length``: ``(B,)`` prompt lengths; ``mm_token_type_ids``:
-    ``1`` on the image slot, ``0`` elsewhere.
+    ``1`` on the image slot of the rows that hold an image, ``0`` elsewhere.
     """
 
     input_ids: torch.Tensor
@@ -101,6 +101,11 @@ class StaticInputs:
     valid: torch.Tensor
     valid_length: torch.Tensor
     mm_token_type_ids: torch.Tensor
+
+    @property
+    def image_rows(self) -> torch.Tensor:
+        """``(B,)`` bool: the rows whose image slot holds an image (the others hold text there)."""
+        return self.mm_token_type_ids.bool().any(dim=1)
 
 
 def build_static_inputs(
@@ -119,9 +124,9 @@ def build_static_inputs(
     ``attention_mask=None`` means all valid. The static layout puts every row's valid tokens first
     (a left-padded row moves to the front: positions count from a row's first valid token, as HF's
     generate does, and RoPE and the masks depend only on distances between valid tokens). With an
-    image slot, every row must hold exactly ``num_visual_tokens`` image placeholders at
+    image slot, a row holds either exactly ``num_visual_tokens`` image placeholders at
     ``[visual_start_idx, visual_start_idx + num_visual_tokens)`` counted from its first valid
-    token; without one, none. Every
+    token, or none (text in the slot); without one, none. Every
     ``placeholder_token_ids`` entry (image, video, audio) becomes the pad id on the LLM side,
     wherever it stands, as HF does.
     """
@@ -176,23 +181,25 @@ def build_static_inputs(
 
 
 def _check_image_slot(is_image: torch.Tensor, layout: StaticLayout) -> torch.Tensor:
-    """The ``(B, max_seq)`` token types (1 = image slot); errors when placeholders miss the slot."""
+    """The ``(B, max_seq)`` token types (1 = an image fills the row's slot); a row either fills the
+    slot with image placeholders or holds none (its slot is text); errors when placeholders miss it."""
     slot = torch.zeros_like(is_image)
     if layout.has_image_slot:
         slot[:, layout.visual_start_idx : layout.visual_start_idx + layout.num_visual_tokens] = True
-    if torch.equal(is_image, slot):
-        return slot.long()
+    filled = slot & is_image.any(dim=1, keepdim=True)
+    if torch.equal(is_image, filled):
+        return filled.long()
     if not layout.has_image_slot:
         raise ValueError(
             f"input_ids hold {int(is_image.sum())} image placeholder tokens, but the layout has no image slot "
             "(give visual_start_idx and num_visual_tokens)"
         )
-    row = int((is_image != slot).any(dim=1).nonzero()[0])
+    row = int((is_image != filled).any(dim=1).nonzero()[0])
     positions = is_image[row].nonzero().flatten().tolist()
     if len(positions) != layout.num_visual_tokens:
         raise ValueError(
             f"row {row} holds {len(positions)} image placeholder tokens, "
-            f"expected num_visual_tokens={layout.num_visual_tokens}"
+            f"expected num_visual_tokens={layout.num_visual_tokens} (or none: the slot then holds text)"
         )
     raise ValueError(
         f"row {row}'s image placeholders sit at {positions[0]}..{positions[-1]}, expected the contiguous slot "

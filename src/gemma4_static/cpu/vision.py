@@ -171,13 +171,20 @@ def _check_position_ids_type(image_position_ids: Any) -> None:
 
 
 def check_image_inputs(
-    pixel_values: Any, image_position_ids: Any, layout: StaticLayout, *, vision: VisionSpec | None
+    pixel_values: Any,
+    image_position_ids: Any,
+    layout: StaticLayout,
+    *,
+    vision: VisionSpec | None,
+    image_rows: torch.Tensor,
 ) -> bool:
-    """Whether an image is given; ``ValueError`` unless images, model (``vision`` is ``None`` without a
-    vision tower) and the layout's image slot agree."""
+    """Whether images are given; ``ValueError`` unless images, model (``vision`` is ``None`` without a
+    vision tower), the layout's image slot and the rows whose slot holds placeholders (``image_rows
+    (B,)``) agree: one image per such row, in row order, as HF's processor returns them."""
+    count = int(image_rows.sum())
     if pixel_values is None:
-        if layout.has_image_slot:
-            raise ValueError("the layout has an image slot: pixel_values and image_position_ids are required")
+        if count:
+            raise ValueError(f"{count} rows hold image placeholders: pixel_values and image_position_ids are required")
         if image_position_ids is not None:
             raise ValueError("image_position_ids given without pixel_values")
         return False
@@ -187,17 +194,18 @@ def check_image_inputs(
         raise ValueError("pixel_values given, but the layout has no image slot (visual_start_idx, num_visual_tokens)")
     if image_position_ids is None:
         raise ValueError("pixel_values need image_position_ids (from the Gemma 4 image processor)")
-    batch = layout.batch_size
+    _check_position_ids_type(image_position_ids)
     if (
         not isinstance(pixel_values, torch.Tensor)
         or pixel_values.dim() != 3
-        or pixel_values.shape[0] != batch
+        or pixel_values.shape[0] != count
         or pixel_values.shape[2] != 3 * vision.patch_size**2
         or image_position_ids.shape[:2] != pixel_values.shape[:2]
     ):
         raise ValueError(
-            f"pixel_values must be (batch_size={batch}, patches, 3 * patch_size^2={3 * vision.patch_size**2}) with "
-            f"image_position_ids (batch_size, patches, 2), got {_shape(pixel_values)} and {_shape(image_position_ids)}"
+            f"pixel_values must be (images={count}: one per row holding image placeholders, patches, "
+            f"3 * patch_size^2={3 * vision.patch_size**2}) with image_position_ids (images, patches, 2), "
+            f"got {_shape(pixel_values)} and {_shape(image_position_ids)}"
         )
     return True
 
@@ -205,21 +213,23 @@ def check_image_inputs(
 def image_slot_inputs(
     pixel_values: torch.Tensor,
     image_position_ids: torch.Tensor,
+    image_rows: torch.Tensor,
     spec: VisionSpec,
     layout: StaticLayout,
-    *,
     dtype: torch.dtype,
     mask_value: float | None,
 ) -> tuple[torch.Tensor, VisionInputs]:
-    """The vision stage's pixel values at the layout's profile (:func:`fit_patches`) and its CPU-side
-    inputs (:func:`build_vision_inputs`); ``ValueError`` unless every image's soft-token count fills
-    the layout's image slot."""
+    """The vision stage's pixel values ``(B, P, .)``, one image per row at the layout's profile
+    (:func:`fit_patches`; the images ``(N, ...)`` belong to the ``image_rows (B,)`` in order, and a
+    row whose slot holds text borrows one, to be dropped at fusion), and its CPU-side inputs
+    (:func:`build_vision_inputs`); ``ValueError`` unless every image's soft tokens fill the slot."""
+    each_row = (image_rows.long().cumsum(0) - 1).clamp(min=0)
     profile = layout.vision_profile
-    pixel_values, image_position_ids = fit_patches(pixel_values, image_position_ids, spec, profile=profile)
-    vision = build_vision_inputs(spec, image_position_ids, profile=profile, dtype=dtype, mask_value=mask_value)
+    pixel_values, positions = fit_patches(pixel_values[each_row], image_position_ids[each_row], spec, profile=profile)
+    vision = build_vision_inputs(spec, positions, profile=profile, dtype=dtype, mask_value=mask_value)
     if (vision.soft_tokens != layout.num_visual_tokens).any():
         raise ValueError(
-            f"the images give {vision.soft_tokens.tolist()} soft tokens, "
+            f"the images give {vision.soft_tokens[image_rows].tolist()} soft tokens, "
             f"but the layout's num_visual_tokens is {layout.num_visual_tokens}"
         )
     return pixel_values, vision

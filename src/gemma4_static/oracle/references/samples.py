@@ -34,6 +34,16 @@ class Prompt:
     image_position_ids: torch.Tensor | None = None
     visual_start_idx: int | None = None
     num_visual_tokens: int | None = None
+    image_rows: tuple[bool, ...] | None = None  # which rows hold an image (None: every row, with images)
+
+    @property
+    def rows_with_image(self) -> torch.Tensor:
+        """``(B,)`` bool: the rows whose slot holds an image (one entry of ``pixel_values`` each, in order)."""
+        if self.pixel_values is None:
+            return torch.zeros(self.input_ids.shape[0], dtype=torch.bool)
+        if self.image_rows is None:
+            return torch.ones(self.input_ids.shape[0], dtype=torch.bool)
+        return torch.tensor(self.image_rows)
 
     @property
     def mm_token_type_ids(self) -> torch.Tensor:
@@ -41,7 +51,7 @@ class Prompt:
         types = torch.zeros_like(self.input_ids)
         if self.visual_start_idx is not None:
             types[:, self.visual_start_idx : self.visual_start_idx + self.num_visual_tokens] = 1
-        return types
+        return types * self.rows_with_image[:, None]
 
     @property
     def image_slot(self) -> dict[str, int | None]:
@@ -59,14 +69,15 @@ class Prompt:
     def row(self, index: int) -> Prompt:
         """Row ``index`` alone, without its padding (what a batch-1 caller would pass)."""
         length = int(self.attention_mask[index].sum())
-        image = self.pixel_values is not None
+        rows = self.rows_with_image
+        image = slice(int(rows[:index].sum()), int(rows[: index + 1].sum()))  # empty for a text row
         return Prompt(
             input_ids=self.input_ids[index : index + 1, :length],
             attention_mask=self.attention_mask[index : index + 1, :length],
-            pixel_values=self.pixel_values[index : index + 1] if image else None,
-            image_position_ids=self.image_position_ids[index : index + 1] if image else None,
-            visual_start_idx=self.visual_start_idx,
-            num_visual_tokens=self.num_visual_tokens,
+            pixel_values=self.pixel_values[image] if rows[index] else None,
+            image_position_ids=self.image_position_ids[image] if rows[index] else None,
+            visual_start_idx=self.visual_start_idx if rows[index] else None,
+            num_visual_tokens=self.num_visual_tokens if rows[index] else None,
         )
 
     def hf_kwargs(self) -> dict[str, torch.Tensor]:
@@ -126,18 +137,24 @@ def image_prompt(
     text_before: int = 2,
     seed: int = 0,
     image_size: tuple[int, int] = (48, 48),
+    with_image: list[bool] | None = None,
 ) -> Prompt:
     """One synthetic image of ``image_size`` per row after ``text_before`` text tokens, then
-    ``text_after[b]`` text tokens for row ``b`` (so rows are ragged), right-padded."""
-    processed = processed_images(config, [image_size] * len(text_after), seed=seed)
+    ``text_after[b]`` text tokens for row ``b`` (so rows are ragged), right-padded. ``with_image``
+    (default: every row) leaves text where a row's image would be (``pixel_values`` holds one entry
+    per image, in row order)."""
+    with_image = [True] * len(text_after) if with_image is None else with_image
+    images = sum(with_image)
+    processed = processed_images(config, [image_size] * max(images, 1), seed=seed)  # one at least, for its size
     soft_tokens = int(processed["num_soft_tokens_per_image"][0])
     start = text_before + 1  # BOS/text, then boi
     generator = torch.Generator().manual_seed(seed)
     rows = []
-    for after in text_after:
+    for after, has_image in zip(text_after, with_image, strict=True):
         before = _text_ids(config, (text_before,), generator)
         before[0] = BOS_TOKEN_ID
         image = torch.tensor([config.boi_token_id] + [config.image_token_id] * soft_tokens + [config.eoi_token_id])
+        image = image if has_image else _text_ids(config, (soft_tokens + 2,), generator)
         rows.append(torch.cat((before, image, _text_ids(config, (after,), generator))))
     longest = max(len(row) for row in rows)
     ids = torch.zeros(len(rows), longest, dtype=torch.long)
@@ -148,8 +165,9 @@ def image_prompt(
     return Prompt(
         input_ids=ids,
         attention_mask=mask,
-        pixel_values=processed["pixel_values"],
-        image_position_ids=processed["image_position_ids"],
+        pixel_values=processed["pixel_values"][:images] if images else None,
+        image_position_ids=processed["image_position_ids"][:images] if images else None,
         visual_start_idx=start,
         num_visual_tokens=soft_tokens,
+        image_rows=None if all(with_image) else tuple(with_image),
     )
