@@ -11,6 +11,9 @@ from typing import NoReturn
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # verification never reaches the network
 
+# The embedded models (oracle.references.models.MODEL_NAMES, kept equal by a test; not imported here,
+# so the CLI starts without loading transformers).
+CONFIGS = ("tiny", "e2b-vision", "e2b-geometry", "31b-geometry", "26b-a4b-geometry")
 MAX_SEQ_LIMIT = 8192  # verify prefills in one shot: its masks are max_seq x max_seq
 STEPS_LIMIT = 4096
 
@@ -57,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="check every runtime stage against HF transformers")
     verify.add_argument(
         "--config",
-        choices=("tiny", "e2b-vision", "e2b-geometry"),
+        choices=CONFIGS,
         default="tiny",
         help="embedded default model to verify (default: tiny); ignored with --checkpoint",
     )
@@ -125,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
     kernels.add_argument("--env", metavar="NAME", help="print NAME's variables as KEY=VALUE lines (exit 1 if not here)")
     export = commands.add_parser("export", help="export every NPU stage of an embedded model at static shapes")
     export.add_argument("folder", type=Path, help="where the programs and manifest.json go")
-    export.add_argument("--config", choices=("tiny", "e2b-vision", "e2b-geometry"), default="tiny")
+    export.add_argument("--config", choices=CONFIGS, default="tiny")
     export.add_argument("--max-seq", type=_bounded(1, MAX_SEQ_LIMIT), default=128, metavar="N", help="static length")
     export.add_argument("--format", choices=("pt2", "pte"), default="pt2", help="torch.export or ExecuTorch programs")
     return parser

@@ -135,6 +135,12 @@ class EdgeStage:
         return [program for (weights, _), (_, program) in _PROGRAMS.items() if weights == self.weights]
 
 
+def runs_on_npu(stage: nn.Module) -> bool:
+    """Whether ``stage`` is deployed (a stage that only fills an empty tensor, like a model's missing
+    per-layer inputs, stays on the CPU side)."""
+    return getattr(stage, "runs_on_npu", True)
+
+
 def backend_stages(stages: Any, backend: str) -> Any:
     """What the runtime's glue calls: ``stages`` (the PyTorch :class:`~gemma4_static.npu.stages.Stages`)
     themselves, or a copy whose every stage runs through ExecuTorch."""
@@ -145,8 +151,8 @@ def backend_stages(stages: Any, backend: str) -> Any:
     if importlib.util.find_spec("executorch") is None:
         raise ValueError("backend='executorch' needs the executorch extra: pip install 'gemma4-static[executorch]'")
 
-    def wrap(name: str, stage: nn.Module | None) -> EdgeStage | None:
-        return None if stage is None else EdgeStage(name, stage)
+    def wrap(name: str, stage: nn.Module | None) -> EdgeStage | nn.Module | None:
+        return EdgeStage(name, stage) if stage is not None and runs_on_npu(stage) else stage
 
     return dataclasses.replace(
         stages,

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from .cpu.vision import build_vision_inputs
+from .edge import runs_on_npu
 from .npu.decoder import MODES
 from .runtime import StaticGemma4Runtime
 
@@ -64,14 +65,10 @@ def stage_cases(
     needs example ``pixel_values``/``image_position_ids`` (their patch budget is the processor's)."""
     generator = torch.Generator().manual_seed(seed)
     stages, batch, max_seq = runtime.modules, runtime.layout.batch_size, runtime.layout.max_seq
-    cases = [
-        StageCase("token_embedding", stages.embedding, stages.embedding.example_inputs(batch, max_seq, generator)),
-        StageCase(
-            "per_layer_inputs",
-            stages.per_layer_inputs,
-            stages.per_layer_inputs.example_inputs(batch, max_seq, generator),
-        ),
-    ]
+    cases = [StageCase("token_embedding", stages.embedding, stages.embedding.example_inputs(batch, max_seq, generator))]
+    if runs_on_npu(stages.per_layer_inputs):
+        ple = stages.per_layer_inputs
+        cases.append(StageCase("per_layer_inputs", ple, ple.example_inputs(batch, max_seq, generator)))
     if stages.fusion is not None and pixel_values is not None:
         vision = build_vision_inputs(
             runtime.spec.vision, image_position_ids, profile=runtime.layout.vision_profile, dtype=runtime.spec.dtype

@@ -2,7 +2,10 @@
 
 Computed with plain torch ops from the layer's weights (no HF attention, decoder-layer or model
 ``forward``). Shapes: ``B`` batch, ``S`` query length, ``K`` key length, ``H`` hidden size, ``P``
-per-layer-input size, ``D`` head dim of the layer's type.
+per-layer-input size (0 without per-layer embeddings), ``D`` head dim of the layer's type.
+
+The layer's weights say which sub-blocks it has: attention, the dense MLP, a mixture-of-experts
+block beside it (:mod:`.experts`) or not, a per-layer-input block or not.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..spec import DecoderWeights
+from .experts import MixtureOfExperts
 from .ops import apply_rope, gelu_tanh, rms_norm
 
 MODES = ("prefill", "chunk", "decode")
@@ -43,9 +47,17 @@ class DecoderLayer(nn.Module):
         self.post_attention_norm = weights.post_attention_norm
         self.pre_feedforward_norm = weights.pre_feedforward_norm
         self.post_feedforward_norm = weights.post_feedforward_norm
-        self.ple_gate, self.ple_projection = weights.ple_gate, weights.ple_projection
-        self.post_ple_norm = weights.post_ple_norm
+        self.experts = None if weights.experts is None else MixtureOfExperts(weights.experts, eps)
+        per_layer = weights.per_layer
+        self.ple_gate = None if per_layer is None else per_layer.gate
+        self.ple_projection = None if per_layer is None else per_layer.projection
+        self.post_ple_norm = None if per_layer is None else per_layer.post_norm
         self.register_buffer("layer_scalar", weights.layer_scalar, persistent=False)
+
+    @property
+    def per_layer_input_size(self) -> int:
+        """``P``: the width of this layer's per-layer input (0 without per-layer embeddings)."""
+        return 0 if self.ple_gate is None else self.ple_gate.out_features
 
     def project_kv(
         self, normed: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
@@ -86,11 +98,14 @@ class DecoderLayer(nn.Module):
         hidden = hidden + rms_norm(self.o_proj(attended), self.post_attention_norm, self.eps)
 
         normed = rms_norm(hidden, self.pre_feedforward_norm, self.eps)
-        mlp = self.down_proj(gelu_tanh(self.gate_proj(normed)) * self.up_proj(normed))
-        hidden = hidden + rms_norm(mlp, self.post_feedforward_norm, self.eps)
+        feedforward = self.down_proj(gelu_tanh(self.gate_proj(normed)) * self.up_proj(normed))
+        if self.experts is not None:
+            feedforward = self.experts(feedforward, hidden)
+        hidden = hidden + rms_norm(feedforward, self.post_feedforward_norm, self.eps)
 
-        gated = gelu_tanh(self.ple_gate(hidden)) * per_layer_input
-        hidden = hidden + rms_norm(self.ple_projection(gated), self.post_ple_norm, self.eps)
+        if self.ple_gate is not None:  # per_layer_input is (B, S, 0) without per-layer embeddings
+            gated = gelu_tanh(self.ple_gate(hidden)) * per_layer_input
+            hidden = hidden + rms_norm(self.ple_projection(gated), self.post_ple_norm, self.eps)
         return hidden * self.layer_scalar, key, value
 
     def example_inputs(
@@ -108,7 +123,7 @@ class DecoderLayer(nn.Module):
         cache = (torch.randn(cache_shape, generator=generator, dtype=dtype),) * 2
         return (
             torch.randn(batch, length, self.q_proj.in_features, generator=generator, dtype=dtype),
-            torch.randn(batch, length, self.ple_gate.out_features, generator=generator, dtype=dtype),
+            torch.randn(batch, length, self.per_layer_input_size, generator=generator, dtype=dtype),
             torch.randn(batch, length, self.head_dim, generator=generator, dtype=dtype),
             torch.randn(batch, length, self.head_dim, generator=generator, dtype=dtype),
             torch.zeros(batch, 1, length, cache_slots if from_cache else length, dtype=dtype),

@@ -1,4 +1,5 @@
-"""Token embedding and per-layer embeddings (PLE): ``ids`` -> ``(B, S, H)`` and ``(B, S, L, P)``."""
+"""Token embedding and per-layer embeddings (PLE): ``ids`` -> ``(B, S, H)`` and ``(B, S, L, P)``
+(``P = 0`` for a model without per-layer embeddings: an empty tensor, no NPU stage)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..spec import ModelSpec, ModelWeights
+from ..spec import ModelSpec, PerLayerEmbeddingWeights
 from .ops import rms_norm
 
 
@@ -33,15 +34,15 @@ class PerLayerInputs(nn.Module):
     the fused embeddings. Result: ``(norm(proj(embeds) / sqrt(H)) + table[ids] * sqrt(P)) / sqrt(2)``.
     """
 
-    def __init__(self, spec: ModelSpec, weights: ModelWeights) -> None:
+    def __init__(self, spec: ModelSpec, weights: PerLayerEmbeddingWeights) -> None:
         super().__init__()
         self.num_layers = spec.num_layers
         self.size = spec.per_layer_input_size
         self.eps = spec.rms_norm_eps
-        self.table = TokenEmbedding(weights.per_layer_table, self.size**0.5)
-        self.projection = weights.per_layer_projection
+        self.table = TokenEmbedding(weights.table, self.size**0.5)
+        self.projection = weights.projection
         self.projection_scale = spec.hidden_size**-0.5
-        self.norm_weight = weights.per_layer_projection_norm
+        self.norm_weight = weights.projection_norm
 
     def forward(self, input_ids: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
         shape = (*input_ids.shape, self.num_layers, self.size)
@@ -55,3 +56,18 @@ class PerLayerInputs(nn.Module):
         (ids,) = self.table.example_inputs(batch, length, generator)
         embeds = torch.randn(batch, length, self.projection.shape[1], generator=generator, dtype=self.projection.dtype)
         return ids, embeds
+
+
+class NoPerLayerInputs(nn.Module):
+    """A model without per-layer embeddings: ``(ids (B, S), embeds (B, S, H))`` -> the empty
+    ``(B, S, L, 0)``, so every decoder layer takes the same arguments. Computed on the CPU side
+    (``runs_on_npu`` is false): there is nothing to deploy."""
+
+    runs_on_npu = False
+
+    def __init__(self, num_layers: int) -> None:
+        super().__init__()
+        self.num_layers = num_layers
+
+    def forward(self, input_ids: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
+        return embeds.new_zeros((*input_ids.shape, self.num_layers, 0))

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..spec import ModelSpec, ModelWeights
 from .decoder import DecoderLayer
-from .embedding import PerLayerInputs, TokenEmbedding
+from .embedding import NoPerLayerInputs, PerLayerInputs, TokenEmbedding
 from .fusion import FixedSlotFusion
 from .lm_head import LMHead
 from .vision import VisionEncoder
@@ -15,10 +15,11 @@ from .vision import VisionEncoder
 @dataclass(frozen=True)
 class Stages:
     """The fixed-shape stages a deployment runs; ``vision``/``fusion`` are ``None`` without an image slot
-    (``vision`` also for a text-only model)."""
+    (``vision`` also for a text-only model); ``per_layer_inputs`` is :class:`NoPerLayerInputs` (no
+    NPU stage) for a model without per-layer embeddings."""
 
     embedding: TokenEmbedding
-    per_layer_inputs: PerLayerInputs
+    per_layer_inputs: PerLayerInputs | NoPerLayerInputs
     vision: VisionEncoder | None
     fusion: FixedSlotFusion | None
     layers: tuple[DecoderLayer, ...]
@@ -31,7 +32,9 @@ def build_stages(spec: ModelSpec, weights: ModelWeights, *, image_slot: tuple[in
     fusion = None if image_slot is None else FixedSlotFusion(*image_slot, spec.hidden_size, spec.dtype)
     return Stages(
         embedding=TokenEmbedding(weights.embed_tokens, spec.hidden_size**0.5),
-        per_layer_inputs=PerLayerInputs(spec, weights),
+        per_layer_inputs=(
+            NoPerLayerInputs(spec.num_layers) if weights.per_layer is None else PerLayerInputs(spec, weights.per_layer)
+        ),
         vision=vision,
         fusion=fusion,
         layers=tuple(

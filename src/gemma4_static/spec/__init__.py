@@ -15,7 +15,17 @@ from .config import (
     TextConfigView,
     read_text_config,
 )
-from .model import DecoderWeights, ModelSpec, ModelWeights, model_class, read_model, text_module
+from .model import (
+    DecoderWeights,
+    ExpertWeights,
+    ModelSpec,
+    ModelWeights,
+    PerLayerEmbeddingWeights,
+    PerLayerInputWeights,
+    model_class,
+    read_model,
+    text_module,
+)
 from .vision import ClippedLinear, VisionLayerWeights, VisionSpec, VisionWeights
 
 __all__ = [
@@ -24,9 +34,12 @@ __all__ = [
     "SLIDING_ATTENTION",
     "ClippedLinear",
     "DecoderWeights",
+    "ExpertWeights",
     "LayerTypeSpec",
     "ModelSpec",
     "ModelWeights",
+    "PerLayerEmbeddingWeights",
+    "PerLayerInputWeights",
     "RopeSpec",
     "TextConfigView",
     "VisionLayerWeights",

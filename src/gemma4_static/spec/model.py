@@ -45,10 +45,45 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
+class PerLayerInputWeights:
+    """A decoder layer's per-layer-input (PLE) block: gate ``H -> P``, projection ``P -> H``, norm."""
+
+    gate: nn.Linear
+    projection: nn.Linear
+    post_norm: torch.Tensor
+
+
+@dataclass(frozen=True)
+class ExpertWeights:
+    """A decoder layer's mixture-of-experts block (beside its dense MLP).
+
+    Router: scale-free RMS norm, times ``scale (H,)`` and ``H ** -0.5``, ``proj (E, H)``, softmax in
+    fp32, top ``top_k``, renormalised, times ``per_expert_scale (E,)``. Experts: ``gate_up_proj
+    (E, 2I, H)`` (gate rows first), ``down_proj (E, H, I)``. Norms: ``pre_norm`` on the experts'
+    input, ``post_norm`` on their sum, ``post_dense_norm`` on the dense MLP's output.
+    """
+
+    router_scale: torch.Tensor
+    router_proj: torch.Tensor
+    per_expert_scale: torch.Tensor
+    top_k: int
+    gate_up_proj: torch.Tensor
+    down_proj: torch.Tensor
+    pre_norm: torch.Tensor
+    post_norm: torch.Tensor
+    post_dense_norm: torch.Tensor
+
+    @property
+    def num_experts(self) -> int:
+        return int(self.gate_up_proj.shape[0])
+
+
+@dataclass(frozen=True)
 class DecoderWeights:
     """One decoder layer's weights by role: projections as ``nn.Linear``, norm weights as tensors.
 
-    ``k_proj``/``k_norm`` are ``None`` for a layer that reuses K/V, ``v_proj`` also when K = V.
+    ``k_proj``/``k_norm`` are ``None`` for a layer that reuses K/V, ``v_proj`` also when K = V;
+    ``per_layer`` is ``None`` without per-layer embeddings, ``experts`` without a MoE block.
     """
 
     head_dim: int
@@ -65,21 +100,28 @@ class DecoderWeights:
     post_attention_norm: torch.Tensor
     pre_feedforward_norm: torch.Tensor
     post_feedforward_norm: torch.Tensor
-    ple_gate: nn.Linear
-    ple_projection: nn.Linear
-    post_ple_norm: torch.Tensor
+    per_layer: PerLayerInputWeights | None
+    experts: ExpertWeights | None
     layer_scalar: torch.Tensor
 
 
 @dataclass(frozen=True)
+class PerLayerEmbeddingWeights:
+    """The per-layer-input stage's weights: the packed table ``(V_ple, L * P)``, the projection
+    ``(L * P, H)`` of the embeddings and its norm ``(P,)``."""
+
+    table: torch.Tensor
+    projection: torch.Tensor
+    projection_norm: torch.Tensor
+
+
+@dataclass(frozen=True)
 class ModelWeights:
-    """The weights each stage holds (shared with the HF model, never copied); ``vision`` is ``None``
-    without a vision tower."""
+    """The weights each stage holds (shared with the HF model, never copied); ``per_layer`` is
+    ``None`` without per-layer embeddings, ``vision`` without a vision tower."""
 
     embed_tokens: torch.Tensor
-    per_layer_table: torch.Tensor
-    per_layer_projection: torch.Tensor
-    per_layer_projection_norm: torch.Tensor
+    per_layer: PerLayerEmbeddingWeights | None
     layers: tuple[DecoderWeights, ...]
     final_norm: torch.Tensor
     lm_head: torch.Tensor
@@ -87,11 +129,18 @@ class ModelWeights:
 
 
 def model_class(model: Any) -> str:
-    """``MULTIMODAL_MODEL`` or ``TEXT_MODEL`` for an HF Gemma 4 model (or a subclass); ``TypeError`` otherwise."""
+    """``MULTIMODAL_MODEL`` or ``TEXT_MODEL`` for an HF Gemma 4 model (or a subclass); ``TypeError`` otherwise
+    (``ValueError`` naming the variant for ``gemma4_unified``)."""
     names = {cls.__name__ for cls in type(model).__mro__}
     for name in (MULTIMODAL_MODEL, TEXT_MODEL):
         if name in names:
             return name
+    if any(name.startswith("Gemma4Unified") for name in names):
+        raise ValueError(
+            f"gemma4_unified ({type(model).__name__}) is not supported: its encoder-free vision embedder (patch "
+            "LayerNorms, one dense projection, factorized position embeddings) replaces the vision tower this "
+            "runtime implements"
+        )
     raise TypeError(f"model must be a {MULTIMODAL_MODEL} or {TEXT_MODEL}, got {type(model).__name__}")
 
 
@@ -101,19 +150,13 @@ def text_module(model: Any) -> nn.Module:
 
 
 def read_model(model: Any) -> tuple[ModelSpec, ModelWeights]:
-    """The spec and stage weights of an HF ``Gemma4ForConditionalGeneration`` / ``Gemma4ForCausalLM``.
+    """The spec and stage weights of an HF ``Gemma4ForConditionalGeneration`` / ``Gemma4ForCausalLM``:
+    with or without per-layer embeddings, with or without mixture-of-experts blocks.
 
     ``TypeError`` for another model; ``ValueError`` naming the feature for an unsupported variant.
     """
     text = text_module(model)
     config = text.config
-    if config.enable_moe_block:
-        raise ValueError("this Gemma 4 variant is not supported yet: enable_moe_block=True (mixture-of-experts blocks)")
-    if not config.hidden_size_per_layer_input:
-        raise ValueError(
-            "this Gemma 4 variant is not supported yet: hidden_size_per_layer_input=0 "
-            "(models without per-layer embeddings)"
-        )
     multimodal = model_class(model) == MULTIMODAL_MODEL
     vision_spec, vision_weights = (read_vision(model) if multimodal else None) or (None, None)
     placeholders = ()
@@ -124,7 +167,7 @@ def read_model(model: Any) -> tuple[ModelSpec, ModelWeights]:
         text=read_text_config(config),
         hidden_size=int(config.hidden_size),
         vocab_size=int(config.vocab_size),
-        per_layer_input_size=int(config.hidden_size_per_layer_input),
+        per_layer_input_size=int(config.hidden_size_per_layer_input or 0),
         rms_norm_eps=float(config.rms_norm_eps),
         final_logit_softcapping=config.final_logit_softcapping,
         pad_token_id=int(config.pad_token_id),
@@ -133,11 +176,16 @@ def read_model(model: Any) -> tuple[ModelSpec, ModelWeights]:
         vision=vision_spec,
         dtype=text.embed_tokens.weight.dtype,
     )
+    per_layer = None
+    if spec.per_layer_input_size:
+        per_layer = PerLayerEmbeddingWeights(
+            table=text.embed_tokens_per_layer.weight,
+            projection=text.per_layer_model_projection.weight,
+            projection_norm=text.per_layer_projection_norm.weight,
+        )
     weights = ModelWeights(
         embed_tokens=text.embed_tokens.weight,
-        per_layer_table=text.embed_tokens_per_layer.weight,
-        per_layer_projection=text.per_layer_model_projection.weight,
-        per_layer_projection_norm=text.per_layer_projection_norm.weight,
+        per_layer=per_layer,
         layers=tuple(
             _decoder_weights(layer, produces=mode != "reuse")
             for layer, mode in zip(text.layers, spec.text.kv_sharing_modes, strict=True)
@@ -166,8 +214,34 @@ def _decoder_weights(layer: nn.Module, *, produces: bool) -> DecoderWeights:
         post_attention_norm=layer.post_attention_layernorm.weight,
         pre_feedforward_norm=layer.pre_feedforward_layernorm.weight,
         post_feedforward_norm=layer.post_feedforward_layernorm.weight,
-        ple_gate=layer.per_layer_input_gate,
-        ple_projection=layer.per_layer_projection,
-        post_ple_norm=layer.post_per_layer_input_norm.weight,
+        per_layer=_per_layer_weights(layer),
+        experts=_expert_weights(layer),
         layer_scalar=layer.layer_scalar,
+    )
+
+
+def _per_layer_weights(layer: nn.Module) -> PerLayerInputWeights | None:
+    if not layer.hidden_size_per_layer_input:
+        return None
+    return PerLayerInputWeights(
+        gate=layer.per_layer_input_gate,
+        projection=layer.per_layer_projection,
+        post_norm=layer.post_per_layer_input_norm.weight,
+    )
+
+
+def _expert_weights(layer: nn.Module) -> ExpertWeights | None:
+    if not layer.enable_moe_block:
+        return None
+    router, experts = layer.router, layer.experts
+    return ExpertWeights(
+        router_scale=router.scale,
+        router_proj=router.proj.weight,
+        per_expert_scale=router.per_expert_scale,
+        top_k=int(router.config.top_k_experts),
+        gate_up_proj=experts.gate_up_proj,
+        down_proj=experts.down_proj,
+        pre_norm=layer.pre_feedforward_layernorm_2.weight,
+        post_norm=layer.post_feedforward_layernorm_2.weight,
+        post_dense_norm=layer.post_feedforward_layernorm_1.weight,
     )

@@ -23,6 +23,7 @@ from ...ports.static import StaticRuntimePort
 from ...runtime import PrefillOutputs, StaticGemma4Runtime
 from ...spec import read_text_config
 from ..checks.report import Row, skip_row
+from ..checks.routing import RoutingLedger
 from ..numerics.gates import GATES
 from ..numerics.overflow import recorded_ranges
 from ..references.hf import hf_prefill
@@ -50,10 +51,16 @@ class Session:
     reference_model: Any = None
     reference: Any = None
     ranges: dict[str, float] = field(default_factory=dict)
+    routing: RoutingLedger | None = None
 
     @property
     def config(self) -> Any:
         return self.model.config
+
+    @property
+    def has_per_layer_inputs(self) -> bool:
+        """Whether the model has per-layer embeddings (the PLE checks have nothing to compare otherwise)."""
+        return bool(self.config.get_text_config().hidden_size_per_layer_input)
 
     @property
     def window(self) -> int:
@@ -96,6 +103,11 @@ class Session:
     def recording(self) -> contextlib.AbstractContextManager:
         """Record the overflow report while a block runs (this project's runtime; nothing for another port)."""
         return recorded_ranges(self.port.runtime, self.ranges) if self.is_runtime else contextlib.nullcontext()
+
+    def routing_active(self) -> contextlib.AbstractContextManager:
+        """Record expert choices and pin HF at routing ties while a block runs (a MoE model on this
+        runtime's PyTorch stages in float32: :mod:`..checks.routing`; nothing otherwise)."""
+        return contextlib.nullcontext() if self.routing is None else self.routing.active(self.model)
 
     def build_port(self, setup: PortSetup) -> Gemma4Port:
         """Another instance of the port under test (e.g. with a prefill chunk), on the session's model."""
@@ -184,7 +196,10 @@ def open_session(
     setup = PortSetup(max_seq, prompt.input_ids.shape[0], **prompt.image_slot)
     under_test = make_port(port, model, setup, backend=backend, mask_value=mask_value)
     session = Session(model, dtype, steps, prompt, under_test, PortPrefill(torch.empty(0)), None, port, backend)
-    with session.recording():
+    moe = model.config.get_text_config().enable_moe_block
+    if moe and session.is_runtime and backend == "torch" and dtype == torch.float32:
+        session.routing = RoutingLedger()
+    with session.recording(), session.routing_active():
         try:
             session.prefilled = under_test.prefill(prompt, keep_intermediates=True)
         except Exception as error:
@@ -193,5 +208,6 @@ def open_session(
             session.prefilled = error
     session.reference_model = reference_model
     session.reference = None if reference_model is None else hf_prefill(reference_model, prompt)
-    session.theirs = hf_prefill(model, prompt)
+    with session.routing_active():
+        session.theirs = hf_prefill(model, prompt)
     return session

@@ -40,19 +40,22 @@ def input_rows(session: Session) -> Iterator[Row]:
     yield from guarded(
         "token embedding", "vs get_input_embeddings", lambda: [parity.embedding_row(model, session.port, ids)]
     )
-    yield from guarded(
-        "PLE",
-        "vs project_per_layer_inputs",
-        lambda: [
-            parity.ple_row(
-                model,
-                ids,
-                session.exposed(session.ours.hidden_states, "hidden states")[0],
-                session.exposed(session.ours.per_layer_inputs, "per-layer inputs"),
-                dtype,
-            )
-        ],
-    )
+    if not session.has_per_layer_inputs:
+        yield skip_row("PLE", "vs project_per_layer_inputs", "the model has no per-layer embeddings")
+    else:
+        yield from guarded(
+            "PLE",
+            "vs project_per_layer_inputs",
+            lambda: [
+                parity.ple_row(
+                    model,
+                    ids,
+                    session.exposed(session.ours.hidden_states, "hidden states")[0],
+                    session.exposed(session.ours.per_layer_inputs, "per-layer inputs"),
+                    dtype,
+                )
+            ],
+        )
     if prompt.pixel_values is None:
         return
     yield from guarded("vision prefill", "sub-stages of this runtime's vision stage", lambda: vision_rows(session))
@@ -137,6 +140,17 @@ def export_rows(session: Session) -> Iterator[Row]:
     yield merge(parity.export_rows(cases), "export round-trip", f"{len(cases)} stages, exported vs eager")
 
 
+def routing_rows(session: Session) -> Iterator[Row]:
+    """Expert choices of every run so far vs HF's: decided disagreements fail, ties are pinned and
+    counted (:mod:`..checks.routing`); one SKIP row where there is nothing to compare."""
+    if session.routing is None:
+        moe = session.config.get_text_config().enable_moe_block
+        reason = "runs on this runtime's PyTorch stages in float32 only" if moe else "the model has no MoE block"
+        yield skip_row("routing", "expert choices vs HF", reason)
+        return
+    yield from session.routing.rows()
+
+
 # Every check group by name, in data-flow order (``verify --without NAME`` leaves one out), and
 # whether it reads this project's runtime itself (then another port gets one SKIP row for it).
 CHECKS: dict[str, tuple[Callable[[Session], Iterator[Row]], bool]] = {
@@ -150,6 +164,7 @@ CHECKS: dict[str, tuple[Callable[[Session], Iterator[Row]], bool]] = {
     "layers": (layer_rows, False),
     "chunked-prefill": (chunked_prefill_rows, False),
     "decode": (decode_rows, False),
+    "routing": (routing_rows, False),
     "overflow": (overflow_rows, True),
     "export": (export_rows, True),
 }
@@ -199,4 +214,5 @@ def run_group(session: Session, name: str) -> list[Row]:
                 name, "runtime internals", f"reads this project's runtime itself; {session.port.name} is another port"
             )
         ]
-    return guarded(name, "the rest of this group", lambda: stage(session))
+    with session.routing_active():
+        return guarded(name, "the rest of this group", lambda: stage(session))

@@ -31,12 +31,13 @@ def input_rows(session: Session) -> Iterator[Row]:
     embedded = [model.get_input_embeddings()(ids)[valid] for model in (session.model, reference_model)]
     mine = session.port.token_embedding(ids)[valid]
     yield from parity_numerics.metric_rows("token embedding", "vs float64", mine, *embedded, gate)
-    ple = {}
-    for name, model, output in (("hf", session.model, session.theirs), ("ref", reference_model, session.reference)):
-        text = text_module(model)
-        ple[name] = text.project_per_layer_inputs(output.hidden_states[0], text.get_per_layer_inputs(ids, None))[valid]
-    mine = ours.per_layer_inputs[:, : valid.shape[1]][valid]
-    yield from parity_numerics.metric_rows("PLE", "vs float64", mine, ple["hf"], ple["ref"], gate)
+    if session.has_per_layer_inputs:
+        ple = {}
+        for name, model, output in (("hf", session.model, session.theirs), ("ref", reference_model, session.reference)):
+            text = text_module(model)
+            ple[name] = text.project_per_layer_inputs(output.hidden_states[0], text.get_per_layer_inputs(ids, None))
+        mine = ours.per_layer_inputs[:, : valid.shape[1]][valid]
+        yield from parity_numerics.metric_rows("PLE", "vs float64", mine, ple["hf"][valid], ple["ref"][valid], gate)
     if ours.soft_tokens is not None:
         prompt = session.prompt
         soft = {

@@ -28,6 +28,7 @@ PROJECTIONS = (
     "down_proj",
     "ple_gate",
     "ple_projection",
+    "experts",
 )
 STAGES = ("embedding", "per_layer_inputs", "vision", "fusion", "lm_head")
 

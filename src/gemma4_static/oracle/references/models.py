@@ -10,6 +10,9 @@ real architecture, so everything runs offline (a real checkpoint from local disk
   20 KV-shared layers, head dims 256/512, window 512 and E2B's RoPE parameters; narrow hidden
   size, small vocabulary and 2 query heads instead of 8 (masks, RoPE, the layer pattern and KV
   sharing do not depend on the number of heads).
+- ``31b-geometry``, ``26b-a4b-geometry`` (no per-layer embeddings, K = V on full layers, the latter
+  with mixture-of-experts blocks) and HF's tester configurations ``hf-tester``, ``hf-vision-tester``:
+  see :mod:`.family`.
 """
 
 from __future__ import annotations
@@ -23,17 +26,16 @@ from transformers import (
     PreTrainedModel,
 )
 
+from .family import FAMILY_NAMES, GEOMETRY_NAMES, RELEASED_ROPE_PARAMETERS, family_config
 from .samples import processed_images, text_prompt
 from .trained import make_text_look_trained, make_vision_look_trained
 
-MODEL_NAMES = ("tiny", "e2b-vision", "e2b-geometry")
+MODEL_NAMES = ("tiny", "e2b-vision", "e2b-geometry", *GEOMETRY_NAMES)  # what verify --config takes
+BUILDABLE = (*MODEL_NAMES, *FAMILY_NAMES[len(GEOMETRY_NAMES) :])  # and HF's tester configurations
 DEFAULT_SEED = 0
 
 E2B_LAYER_TYPES = (["sliding_attention"] * 4 + ["full_attention"]) * 7
-E2B_ROPE_PARAMETERS = {
-    "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1_000_000.0},
-    "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
-}
+E2B_ROPE_PARAMETERS = RELEASED_ROPE_PARAMETERS
 
 
 def tiny_text_fields() -> dict:
@@ -127,15 +129,19 @@ def e2b_geometry_config() -> Gemma4TextConfig:
 
 
 def build_default_model(name: str, *, seed: int = DEFAULT_SEED) -> PreTrainedModel:
-    """Build one of :data:`MODEL_NAMES` with seeded random weights made to look trained
-    (:mod:`.trained`), in eval mode, fp32."""
-    if name not in MODEL_NAMES:
-        raise ValueError(f"name must be one of {MODEL_NAMES}, got {name!r}")
+    """Build one of :data:`BUILDABLE` (this module's models and :mod:`.family`'s) with seeded random
+    weights made to look trained (:mod:`.trained`), in eval mode, fp32."""
+    if name not in BUILDABLE:
+        raise ValueError(f"name must be one of {BUILDABLE}, got {name!r}")
     torch.manual_seed(seed)
     if name == "e2b-geometry":
-        model = Gemma4ForCausalLM(e2b_geometry_config()).eval()
+        config = e2b_geometry_config()
+    elif name in FAMILY_NAMES:
+        config = family_config(name)
     else:
-        model = Gemma4ForConditionalGeneration(tiny_config(E2B_VISION if name == "e2b-vision" else None)).eval()
+        config = tiny_config(E2B_VISION if name == "e2b-vision" else None)
+    model = (Gemma4ForConditionalGeneration if isinstance(config, Gemma4Config) else Gemma4ForCausalLM)(config).eval()
+    if isinstance(config, Gemma4Config):
         images = processed_images(model.config, [(48, 48), (40, 72)], seed=seed)
         make_vision_look_trained(model, images["pixel_values"], images["image_position_ids"], seed=seed)
     make_text_look_trained(model, text_prompt(model.config, [24, 24], seed=seed).input_ids, seed=seed)

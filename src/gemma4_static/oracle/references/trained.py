@@ -11,6 +11,8 @@ clamped, and the final norm so that pre-cap logits reach :data:`PRE_CAP_LOGIT_RA
 
 from __future__ import annotations
 
+import re
+
 import torch
 from torch import nn
 
@@ -24,6 +26,7 @@ CLIPPED_FRACTION = 0.01  # per side: the bounds sit at the 1% and 99% quantiles 
 # any sample row or decode step was decided under the token rule (:mod:`..numerics.metrics`); at 1.5x (slope
 # 0.18) some are.
 PRE_CAP_LOGIT_RATIO = 1.5
+NORM_WEIGHT = re.compile(r"norm(_\d)?\.weight$")  # also the MoE block's pre/post norms (..._layernorm_2)
 
 
 def _uniform(tensor: torch.Tensor, low: float, high: float, generator: torch.Generator) -> None:
@@ -40,11 +43,22 @@ def _qk_norm_weight(norm: nn.Module, head_dim: int, generator: torch.Generator) 
     norm.weight.mul_(head_dim**-0.25)
 
 
+def _make_router_decide(router: nn.Module, generator: torch.Generator) -> None:
+    """Router ``scale`` ``U(0.6, 1.4)``, ``per_expert_scale`` ``U(0.5, 1.5)`` and projection rows of
+    std 2: the router's input has unit norm, so its scores have std about 2 and each token's top-k
+    is decided by clear margins (HF's init gives std 0.02 and near-uniform routing, where the choice
+    rests on the last bits)."""
+    _uniform(router.scale, 0.6, 1.4, generator)
+    _uniform(router.per_expert_scale, 0.5, 1.5, generator)
+    router.proj.weight.copy_(torch.randn(router.proj.weight.shape, generator=generator) * 2.0)
+
+
 @torch.no_grad()
 def make_text_look_trained(model: nn.Module, sample_ids: torch.Tensor, *, seed: int) -> None:
     """Norm weights ``U(0.6, 1.4)``, q/k norms (:func:`_qk_norm_weight`), ``layer_scalar``
-    ``U(0.7, 1.3)`` (the residual stream keeps its scale over 35 layers) of ``model``'s text decoder;
-    then the final norm is scaled so that the largest pre-cap logit on ``sample_ids (B, S)`` is
+    ``U(0.7, 1.3)`` (the residual stream keeps its scale over 35 layers) of ``model``'s text decoder,
+    routers of MoE blocks (:func:`_make_router_decide`); then, with a final softcap, the final norm
+    is scaled so that the largest pre-cap logit on ``sample_ids (B, S)`` is
     :data:`PRE_CAP_LOGIT_RATIO` x ``final_logit_softcapping``."""
     generator = torch.Generator().manual_seed(seed)
     text = text_module(model)
@@ -54,10 +68,14 @@ def make_text_look_trained(model: nn.Module, sample_ids: torch.Tensor, *, seed: 
             if norm is not None:
                 _qk_norm_weight(norm, attention.head_dim, generator)
         _uniform(layer.layer_scalar, 0.7, 1.3, generator)
+        if layer.enable_moe_block:
+            _make_router_decide(layer.router, generator)
     for name, parameter in text.named_parameters():
-        if name.endswith("norm.weight") and not name.endswith(("q_norm.weight", "k_norm.weight")):
+        if NORM_WEIGHT.search(name) and not name.endswith(("q_norm.weight", "k_norm.weight")):
             _uniform(parameter, 0.6, 1.4, generator)
     cap = model.config.get_text_config().final_logit_softcapping
+    if cap is None:  # no softcap to reach: HF's initial logit scale stays
+        return
     seen: list[torch.Tensor] = []
     hook = model.lm_head.register_forward_hook(lambda module, args, output: seen.append(output))
     try:
