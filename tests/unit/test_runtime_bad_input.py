@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import copy
 import importlib.util
 
 import pytest
 import torch
-from transformers import Gemma4ForCausalLM
+from transformers import Gemma4UnifiedForCausalLM, Gemma4UnifiedTextConfig
 
 from gemma4_static.cpu.inputs import StaticLayout
 from gemma4_static.oracle.references.samples import image_prompt, text_prompt
@@ -135,27 +134,21 @@ def test_a_model_that_is_not_gemma4():
         StaticGemma4Runtime(torch.nn.Linear(2, 2), max_seq=8)
 
 
-@pytest.mark.parametrize(
-    ("changes", "message"),
-    [
-        (
-            {"enable_moe_block": True, "num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 8},
-            "mixture-of-experts",
-        ),
-        ({"hidden_size_per_layer_input": 0}, "models without per-layer embeddings"),
-    ],
-)
-def test_unsupported_gemma4_variants_are_named(e2b_model, changes, message):
-    config = copy.deepcopy(e2b_model.config)
-    config.num_hidden_layers, config.layer_types, config.num_kv_shared_layers = (
-        2,
-        ["sliding_attention", "full_attention"],
-        0,
+def test_gemma4_unified_is_rejected_by_name():
+    config = Gemma4UnifiedTextConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        vocab_size=64,
+        layer_types=["sliding_attention", "full_attention"],
     )
-    for name, value in changes.items():
-        setattr(config, name, value)
-    with pytest.raises(ValueError, match=rf"this Gemma 4 variant is not supported yet: .*{message}"):
-        StaticGemma4Runtime(Gemma4ForCausalLM(config), max_seq=8)
+    with pytest.raises(
+        ValueError, match=r"gemma4_unified \(Gemma4UnifiedForCausalLM\) is not supported: .*encoder-free"
+    ):
+        StaticGemma4Runtime(Gemma4UnifiedForCausalLM(config), max_seq=8)
 
 
 @pytest.mark.parametrize(

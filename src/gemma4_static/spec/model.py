@@ -137,9 +137,9 @@ def model_class(model: Any) -> str:
             return name
     if any(name.startswith("Gemma4Unified") for name in names):
         raise ValueError(
-            f"gemma4_unified ({type(model).__name__}) is not supported: its encoder-free vision embedder (patch "
-            "LayerNorms, one dense projection, factorized position embeddings) replaces the vision tower this "
-            "runtime implements"
+            f"gemma4_unified ({type(model).__name__}) is not supported: a separate model type whose multimodal "
+            "path is an encoder-free vision embedder (patch LayerNorms, one dense projection, factorized position "
+            "embeddings) instead of the vision tower this runtime implements"
         )
     raise TypeError(f"model must be a {MULTIMODAL_MODEL} or {TEXT_MODEL}, got {type(model).__name__}")
 

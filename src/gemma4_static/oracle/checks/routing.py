@@ -97,7 +97,7 @@ class _OursRecorder:
         )
 
         def prefill_outputs(runtime, inputs, *args, **kwargs):
-            ids = [row[: int(n)].tolist() for row, n in zip(inputs.input_ids, inputs.valid_length, strict=True)]
+            ids = [row[: int(n)].tolist() for row, n in zip(inputs.raw_ids, inputs.valid_length, strict=True)]
             recorder.histories[id(runtime)] = ids
             recorder.current = runtime
             return prefill(runtime, inputs, *args, **kwargs)
