@@ -65,6 +65,10 @@ OPT_IN_LANES = {
         "the ports lane: ExecuTorch's and Qualcomm's Gemma 4 through every check, a third-party adapter, the plugin "
         "from the built wheel",
     ),
+    "--gemma4-family": (
+        "family",
+        "the 31B and 26B-A4B geometries through every check group of the verify flow, about a minute",
+    ),
     "--gemma4-kernels": (
         "kernels",
         "the numerics lane and verify --dtype bfloat16/float16 under every CPU kernel set this machine runs",

@@ -1,0 +1,191 @@
+"""The rest of the Gemma 4 family against HF: HF's own tester configurations (a MoE block and PLE in
+every layer, KV sharing, no final softcap) at the tester's input shapes; the mixture-of-experts
+stage fed HF's own inputs (routing identical to HF's on every token, exact ties broken as HF breaks
+them); the routing tie rule; the family's stages exported; and, in the family lane, the 31B and
+26B-A4B geometries through every check group of the verify flow.
+
+Tolerances are the fp32 stage tolerances of ``tolerances.RELATIVE`` (``2e-5 * max(1, max|HF|)``):
+the MoE stage repeats HF's op sequence, only the expert sum's order differs (every expert on every
+token, weighted, against HF's loop over the hit experts), a few fp32 ulps.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gemma4_static.oracle.checks import parity, parity_masks
+from gemma4_static.oracle.checks.report import assert_rows_pass, merge
+from gemma4_static.oracle.checks.routing import MARGIN_BOUND, RoutingLedger, prefix_keys
+from gemma4_static.oracle.flow.verify import CHECKS
+from gemma4_static.oracle.references.family import GEOMETRY_NAMES
+from gemma4_static.oracle.references.hf import hf_prefill
+from gemma4_static.oracle.references.models import build_default_model
+from gemma4_static.oracle.references.samples import text_prompt
+from gemma4_static.ports.static import StaticRuntimePort
+from gemma4_static.pytest_plugin import check_group
+from gemma4_static.runtime import StaticGemma4Runtime
+from gemma4_static.spec import text_module
+
+FP32 = torch.float32
+TESTER_LENGTHS = [1, 2, 3, 4, 5, 6, 7, 7, 7, 7, 7, 7, 7]  # CausalLMModelTester: batch 13, seq 7, tril mask
+
+
+@pytest.fixture(scope="module")
+def tester_model():
+    return build_default_model("hf-tester")
+
+
+@pytest.fixture(scope="module")
+def moe_model():
+    return build_default_model("26b-a4b-geometry")
+
+
+def _check(rows, report, label: str) -> None:
+    worst = merge(rows, rows[0].stage, label)
+    report(f"{label}: {worst.metric} {worst.value:.3g} (tolerance {worst.tolerance:.3g})")
+    assert_rows_pass(rows)
+
+
+def test_hf_text_tester_matches_hf_at_the_testers_shapes(tester_model, report):
+    """Masks, every layer, K/V, prefill logits, decode logits and greedy tokens at the tester's
+    ragged batch (13 rows of 1 to 7 tokens)."""
+    prompt = text_prompt(tester_model.config, TESTER_LENGTHS)
+    runtime = StaticGemma4Runtime(tester_model, max_seq=7 + 9, batch_size=len(TESTER_LENGTHS))
+    port = StaticRuntimePort.around(runtime, tester_model.config)
+    valid = prompt.attention_mask.bool()
+    for implementation in ("eager", "sdpa"):
+        _check(
+            parity_masks.prefill_mask_rows(tester_model.config, valid, implementation, port.prefill_masks),
+            report,
+            f"prefill masks ({implementation})",
+        )
+    outputs = runtime.prefill_outputs(
+        runtime.build_inputs(prompt.input_ids, prompt.attention_mask), keep_intermediates=True
+    )
+    hf = hf_prefill(tester_model, prompt)
+    _check(parity.hidden_state_rows(tester_model, outputs.hidden_states, hf, valid, FP32), report, "hidden states")
+    _check(parity.kv_rows(runtime, tester_model, prompt, FP32), report, "K/V")
+    theirs = hf.logits[torch.arange(len(TESTER_LENGTHS)), prompt.last_index]
+    _check(parity.logits_rows(outputs.logits, theirs, FP32), report, "prefill logits")
+    tokens = torch.randint(3, 99, (len(TESTER_LENGTHS), 4), generator=torch.Generator().manual_seed(1))
+    _check(parity.decode_rows(tester_model, port, prompt, tokens, FP32), report, "decode logits")
+    _check(parity.generation_rows(tester_model, port, prompt, max_new_tokens=8), report, "greedy tokens")
+
+
+def _hf_moe_io(model, prompt) -> list[dict[str, torch.Tensor]]:
+    """Per MoE layer, what HF's block saw and made on ``prompt``: the residual it routes on, the
+    dense MLP's output, HF's choice and the combined output (before the post-feedforward norm)."""
+    seen: list[dict[str, torch.Tensor]] = []
+    handles = []
+    for layer in text_module(model).layers:
+        record: dict[str, torch.Tensor] = {}
+        seen.append(record)
+        handles += [
+            layer.pre_feedforward_layernorm.register_forward_hook(
+                lambda m, args, out, r=record: r.setdefault("residual", args[0])
+            ),
+            layer.mlp.register_forward_hook(lambda m, args, out, r=record: r.setdefault("dense", out)),
+            layer.router.register_forward_hook(
+                lambda m, args, out, r=record: (
+                    r.update(probabilities=out[0], index=out[2]) if "index" not in r else None
+                )
+            ),
+            layer.post_feedforward_layernorm.register_forward_hook(
+                lambda m, args, out, r=record: r.setdefault("combined", args[0])
+            ),
+        ]
+    try:
+        hf_prefill(model, prompt)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return seen
+
+
+@pytest.mark.parametrize("name", ["hf-tester", "26b-a4b-geometry"])
+def test_moe_stage_on_hfs_own_inputs_routes_and_combines_as_hf(name, tester_model, moe_model, report):
+    """Fed HF's own block inputs, every layer's router picks HF's experts on every valid token
+    (exactly), and the block's output matches HF's."""
+    model = tester_model if name == "hf-tester" else moe_model
+    prompt = text_prompt(model.config, [40, 23])
+    runtime = StaticGemma4Runtime(model, max_seq=40, batch_size=2)
+    valid = prompt.attention_mask.bool()
+    rows, choices = [], 0
+    for index, (layer, seen) in enumerate(zip(runtime.modules.layers, _hf_moe_io(model, prompt), strict=True)):
+        _, ours = layer.experts.router(seen["residual"])
+        theirs = seen["index"].view(*valid.shape, -1)
+        differing = (ours[valid].sort(-1).values != theirs[valid].sort(-1).values).any(-1)
+        choices += int(valid.sum())
+        rows.append(parity.count_row("routing", f"layer {index} top-k vs HF", "differing tokens", int(differing.sum())))
+        combined = layer.experts(seen["dense"], seen["residual"])
+        rows.append(
+            parity.stage_row("MoE block", f"layer {index} output", combined[valid], seen["combined"][valid], FP32)
+        )
+    report(f"{name}: {choices} token choices over {len(runtime.modules.layers)} layers identical to HF's")
+    _check(rows, report, f"{name} MoE block")
+
+
+def test_exact_router_ties_are_broken_as_hf_breaks_them(tester_model):
+    """Two experts with identical router rows score identically on every token: HF's ``torch.topk``
+    keeps the lower index first, and so does this runtime (the same op on the same values)."""
+    layer = text_module(tester_model).layers[0]
+    proj = layer.router.proj.weight
+    saved = proj.detach().clone()
+    try:
+        proj.data[5] = proj.data[2]  # experts 2 and 5 tie everywhere
+        prompt = text_prompt(tester_model.config, [7, 5])
+        runtime = StaticGemma4Runtime(tester_model, max_seq=7, batch_size=2)
+        seen = _hf_moe_io(tester_model, prompt)[0]
+        scores = torch.nn.functional.linear(seen["residual"], proj)
+        assert torch.equal(scores[..., 2], scores[..., 5])
+        _, ours = runtime.modules.layers[0].experts.router(seen["residual"])
+        assert torch.equal(ours.view(-1, ours.shape[-1]), seen["index"].view(-1, ours.shape[-1]))
+    finally:
+        proj.data.copy_(saved)
+
+
+def test_routing_ties_are_pinned_and_decided_disagreements_fail(tester_model):
+    """The tie rule: where this runtime chose other experts than HF, a token whose HF margin is
+    within the bound is pinned to this runtime's choice (and counted), one beyond it fails."""
+    prompt = text_prompt(tester_model.config, [6])
+    keys = prefix_keys(prompt.input_ids[0].tolist())
+    seen = _hf_moe_io(tester_model, prompt)[0]
+    top = seen["probabilities"].topk(3).values.log()
+    position = int((top[:, 1] - top[:, 2]).argmax())  # HF's most decided choice
+    assert float(top[position, 1] - top[position, 2]) > MARGIN_BOUND
+    ledger = RoutingLedger()
+    first, _, third = seen["probabilities"][position].topk(3).indices.tolist()
+    ledger.ours[(0, keys[position])] = tuple(sorted([first, third]))  # HF picks its second, decidedly
+    with ledger.active(tester_model):
+        hf_prefill(tester_model, prompt)
+    assert ledger.matched == 1 and len(ledger.decided) == 1 and not ledger.ties
+    assert f"layer 0 token {position}" in ledger.decided[0]
+    rows = ledger.rows()
+    assert not rows[0].passed and rows[1].passed
+
+    tied = RoutingLedger()
+    tied.ours[(0, keys[position])] = ledger.ours[(0, keys[position])]
+    with pytest.MonkeyPatch.context() as patch:  # every margin counts as a tie
+        patch.setattr("gemma4_static.oracle.checks.routing.MARGIN_BOUND", float("inf"))
+        with tied.active(tester_model):
+            pinned = hf_prefill(tester_model, prompt)
+    assert len(tied.ties) == 1 and not tied.decided and float("inf") > MARGIN_BOUND
+    unpinned = hf_prefill(tester_model, prompt)
+    assert not torch.allclose(pinned.hidden_states[1][0, position], unpinned.hidden_states[1][0, position])
+    assert torch.equal(pinned.hidden_states[1][0, :position], unpinned.hidden_states[1][0, :position])
+
+
+@pytest.mark.family
+@pytest.mark.parametrize(
+    ("model", "group"),
+    [
+        pytest.param(model, group, marks=pytest.mark.xdist_group(f"family-{model}"))
+        for model in GEOMETRY_NAMES
+        for group in CHECKS
+    ],
+)
+def test_family_geometry_through_each_check_group(model, group, report):
+    rows = check_group("gemma4-static", model, "float32", group)
+    errors = [f"{row.stage} {row.value:.2g}" for row in rows if row.metric == "max abs diff" and not row.skipped]
+    report(f"{model}, {group}: {len(rows)} rows pass; max abs diff: {', '.join(errors) or 'none'}")
