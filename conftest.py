@@ -137,6 +137,12 @@ def e2b_model():
 
 
 @pytest.fixture(scope="session")
+def moe_geometry_model():
+    """The 26B-A4B geometry (no PLE, K = V on full layers, a MoE block per layer), built once per session/worker."""
+    return _build("26b-a4b-geometry")
+
+
+@pytest.fixture(scope="session")
 def checkpoint_model(pytestconfig: pytest.Config):
     """A real checkpoint from local disk, or a skip that says how to provide one."""
     path = pytestconfig.getoption("--gemma4-checkpoint") or os.environ.get(CHECKPOINT_ENV)

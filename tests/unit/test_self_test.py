@@ -16,7 +16,10 @@ from gemma4_static.oracle.references import models
 @pytest.fixture(autouse=True)
 def _reuse_session_model(monkeypatch, tiny_model):
     """The command builds its model by name; in-process it gets the session's tiny model instead."""
-    monkeypatch.setattr(models, "build_default_model", lambda name, **_: tiny_model)
+    build = models.build_default_model
+    monkeypatch.setattr(
+        models, "build_default_model", lambda name, **kwargs: tiny_model if name == "tiny" else build(name, **kwargs)
+    )
 
 
 def test_the_catalogue_names_at_least_fifteen_distinct_bugs():
@@ -26,10 +29,12 @@ def test_the_catalogue_names_at_least_fifteen_distinct_bugs():
 
 @pytest.mark.self_test
 @pytest.mark.parametrize("name", FAULT_NAMES)
-def test_each_fault_is_caught(tiny_model, name, report):
-    """Runs with ``--gemma4-self-test`` (as ``gemma4-static verify --self-test`` does)."""
+def test_each_fault_is_caught(request, name, report):
+    """Runs with ``--gemma4-self-test`` (as ``gemma4-static verify --self-test`` does), on the tiny
+    model, or for a bug of K = V or MoE layers on the 26B-A4B geometry (which has both)."""
     (fault,) = faults_named([name])
-    result = run_fault(fault, tiny_model)
+    model = request.getfixturevalue("moe_geometry_model" if fault.needs_text else "tiny_model")
+    result = run_fault(fault, model)
     report(format_result(result))
     assert result.caught, format_result(result)
 

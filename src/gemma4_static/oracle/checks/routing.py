@@ -9,6 +9,8 @@ judged like greedy tokens (:mod:`..numerics.metrics`): a **decided** disagreemen
 log-probability gap between its ``k``-th and ``k+1``-th expert, above :data:`MARGIN_BOUND`) fails;
 at a **tie** HF is pinned to this runtime's choice, computed by HF's own formula from HF's own
 probabilities, so the stages downstream stay comparable; ties are counted and the closest named.
+An exact tie (HF's two probabilities bitwise equal, e.g. two experts with one router row) is no
+coin toss: ``torch.topk`` keeps the lower index, this runtime must too, so it counts as decided.
 
 Tokens are matched across the two sides by (layer, the ids of the token and every token before it
 in its row), which holds across batching, padding layouts, chunks and decode steps (HF's per-row
@@ -220,7 +222,7 @@ class _HFPinner:
                 if tuple(sorted(index[token].tolist())) == ours:
                     continue
                 where = f"layer {layer} token {token}"
-                if margins[token] > MARGIN_BOUND:
+                if margins[token] > MARGIN_BOUND or margins[token] == 0.0:  # 0: an exact tie, HF's order
                     self.ledger.decided.append(f"{where}: HF {sorted(index[token].tolist())}, ours {list(ours)}")
                     continue
                 self.ledger.ties.append((margins[token], where))

@@ -20,6 +20,7 @@ from ...npu import decoder, embedding, lm_head
 from ...spec import TextConfigView
 from ...stack import LayerStack
 from . import fault_patches as patches
+from .catalogue_family import FAMILY_FAULTS
 from .catalogue_vision import VISION_FAULTS
 from .faults import Fault, after_init, setting
 
@@ -147,6 +148,7 @@ CATALOGUE: tuple[Fault, ...] = (
         (after_init(LayerStack, setting("fill", lambda stack: -1.0)),),
     ),
     *VISION_FAULTS,
+    *FAMILY_FAULTS,
 )
 
 FAULT_NAMES = tuple(fault.name for fault in CATALOGUE)
