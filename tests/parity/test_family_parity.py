@@ -173,7 +173,8 @@ def test_routing_ties_are_pinned_and_decided_disagreements_fail(tester_model):
     assert len(tied.ties) == 1 and not tied.decided and float("inf") > MARGIN_BOUND
     unpinned = hf_prefill(tester_model, prompt)
     assert not torch.allclose(pinned.hidden_states[1][0, position], unpinned.hidden_states[1][0, position])
-    assert torch.equal(pinned.hidden_states[1][0, :position], unpinned.hidden_states[1][0, :position])
+    # earlier tokens keep their experts (HF's per-expert batches change size, so only rounding moves)
+    torch.testing.assert_close(pinned.hidden_states[1][0, :position], unpinned.hidden_states[1][0, :position])
 
 
 @pytest.mark.family
@@ -183,6 +184,7 @@ def test_routing_ties_are_pinned_and_decided_disagreements_fail(tester_model):
         pytest.param(model, group, marks=pytest.mark.xdist_group(f"family-{model}"))
         for model in GEOMETRY_NAMES
         for group in CHECKS
+        if group != "routing" or model == "26b-a4b-geometry"  # the 31B has no MoE block: no rows
     ],
 )
 def test_family_geometry_through_each_check_group(model, group, report):

@@ -55,7 +55,6 @@ def test_verify_passes_on_the_default_model_and_writes_json(tmp_path, capsys):
         "chunked prefill",
         "decode steps",
         "generation",
-        "routing",
         "overflow",
         "export round-trip",
     }
