@@ -18,10 +18,10 @@ from gemma4_static.oracle.checks import parity, parity_masks
 from gemma4_static.oracle.checks.report import assert_rows_pass, merge
 from gemma4_static.oracle.checks.routing import MARGIN_BOUND, RoutingLedger, prefix_keys
 from gemma4_static.oracle.flow.verify import CHECKS
-from gemma4_static.oracle.references.family import GEOMETRY_NAMES
+from gemma4_static.oracle.references.family import GEOMETRY_NAMES, TESTER_PATCHES
 from gemma4_static.oracle.references.hf import hf_prefill
 from gemma4_static.oracle.references.models import build_default_model
-from gemma4_static.oracle.references.samples import text_prompt
+from gemma4_static.oracle.references.samples import Prompt, text_prompt
 from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.pytest_plugin import check_group
 from gemma4_static.runtime import StaticGemma4Runtime
@@ -191,3 +191,73 @@ def test_family_geometry_through_each_check_group(model, group, report):
     rows = check_group("gemma4-static", model, "float32", group)
     errors = [f"{row.stage} {row.value:.2g}" for row in rows if row.metric == "max abs diff" and not row.skipped]
     report(f"{model}, {group}: {len(rows)} rows pass; max abs diff: {', '.join(errors) or 'none'}")
+
+
+def _tester_image_prompt(config, text_after: list[int], *, positions: torch.Tensor, soft: int) -> Prompt:
+    """The vision tester's inputs: per row one image of 20 patches of 5 x 5 x 3 (``floats_tensor``-like
+    values in ``[0, 1)``) at ``positions (20, 2)``, its ``soft`` tokens after BOS, one text token and BOI."""
+    generator = torch.Generator().manual_seed(0)
+    rows = []
+    for after in text_after:
+        text = torch.randint(10, 99, (1 + after,), generator=generator)
+        image = [config.boi_token_id] + [config.image_token_id] * soft + [config.eoi_token_id]
+        rows.append(torch.cat((torch.tensor([1, int(text[0])]), torch.tensor(image), text[1:])))
+    longest = max(len(row) for row in rows)
+    ids = torch.zeros(len(rows), longest, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for index, row in enumerate(rows):
+        ids[index, : len(row)], mask[index, : len(row)] = row, 1
+    batch = len(text_after)
+    return Prompt(
+        input_ids=ids,
+        attention_mask=mask,
+        pixel_values=torch.rand(batch, TESTER_PATCHES, 75, generator=generator),
+        image_position_ids=positions.expand(batch, -1, -1).clone(),
+        visual_start_idx=3,
+        num_visual_tokens=soft,
+    )
+
+
+def _grid_with_padding() -> torch.Tensor:
+    """20 patch slots: a 4 x 4 grid (16 valid patches, 4 soft tokens after 2 x 2 pooling), then 4
+    padding slots at (-1, -1): the layout HF's processor gives an image smaller than its budget."""
+    y, x = torch.meshgrid(torch.arange(4), torch.arange(4), indexing="ij")
+    grid = torch.stack((x.flatten(), y.flatten()), dim=-1)
+    return torch.cat((grid, torch.full((4, 2), -1)))
+
+
+def test_hf_vision_tester_images_of_20_patches_match_hf(report):
+    """HF's vision tester configuration with images of 20 patch slots (processed for 5 soft tokens;
+    the runtime's vision stage is static at 280 patches and pads them on the CPU side): prefill
+    logits and greedy tokens equal HF's, ragged batch of 3."""
+    model = build_default_model("hf-vision-tester")
+    prompt = _tester_image_prompt(model.config, [9, 4, 1], positions=_grid_with_padding(), soft=4)
+    runtime = StaticGemma4Runtime(model, max_seq=prompt.input_ids.shape[1] + 8, batch_size=3, **prompt.image_slot)
+    port = StaticRuntimePort.around(runtime, model.config)
+    theirs = hf_prefill(model, prompt).logits[torch.arange(3), prompt.last_index]
+    ours = runtime.prefill(prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
+    _check(parity.logits_rows(ours, theirs, FP32), report, "vision tester: prefill logits")
+    _check(parity.generation_rows(model, port, prompt, max_new_tokens=6), report, "vision tester: greedy tokens")
+
+
+def test_hf_vision_testers_own_positions_run_through_the_vision_stage(report):
+    """The tester's literal inputs (20 patches all at position (1, 1)) pool into one soft token per
+    image. HF 5.24's own forward cannot take them (``get_image_features`` splits the pooled tokens
+    by ``valid patches // k^2`` = 5 per image while the pooler returned 1); its vision tower can: the
+    runtime's soft tokens equal ``embed_vision(vision_tower(...))``."""
+    model = build_default_model("hf-vision-tester")
+    same_position = torch.ones(TESTER_PATCHES, 2, dtype=torch.long)
+    prompt = _tester_image_prompt(model.config, [5, 3, 1], positions=same_position, soft=1)  # as the tester
+    with pytest.raises(RuntimeError, match="split_with_sizes expects split_sizes to sum exactly to 3"):
+        model(**prompt.hf_kwargs())
+    runtime = StaticGemma4Runtime(model, max_seq=prompt.input_ids.shape[1], batch_size=3, **prompt.image_slot)
+    outputs = runtime.prefill_outputs(
+        runtime.build_inputs(prompt.input_ids, prompt.attention_mask),
+        prompt.pixel_values,
+        prompt.image_position_ids,
+        keep_intermediates=True,
+    )
+    tower = model.model.vision_tower(prompt.pixel_values, prompt.image_position_ids).last_hidden_state
+    theirs = model.model.embed_vision(inputs_embeds=tower)
+    _check([parity.stage_row("vision prefill", "soft tokens", outputs.soft_tokens[:, 0], theirs, FP32)], report,
+           "vision tester's own positions: soft tokens")  # fmt: skip
