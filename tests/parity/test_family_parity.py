@@ -240,24 +240,18 @@ def test_hf_vision_tester_images_of_20_patches_match_hf(report):
     _check(parity.generation_rows(model, port, prompt, max_new_tokens=6), report, "vision tester: greedy tokens")
 
 
-def test_hf_vision_testers_own_positions_run_through_the_vision_stage(report):
-    """The tester's literal inputs (20 patches all at position (1, 1)) pool into one soft token per
-    image. HF 5.24's own forward cannot take them (``get_image_features`` splits the pooled tokens
-    by ``valid patches // k^2`` = 5 per image while the pooler returned 1); its vision tower can: the
-    runtime's soft tokens equal ``embed_vision(vision_tower(...))``."""
+def test_hf_vision_testers_own_positions_are_refused_as_hf_refuses_them():
+    """The tester's literal inputs (20 patches all at position (1, 1), one image token per row) pool
+    into one soft token per image, while the soft-token count of 20 valid patches is 5 (HF's
+    processor and ``get_image_features`` count ``valid patches // k^2``). HF 5.24's own forward
+    cannot take them (``split_with_sizes`` fails); the runtime refuses them with the two counts."""
     model = build_default_model("hf-vision-tester")
     same_position = torch.ones(TESTER_PATCHES, 2, dtype=torch.long)
     prompt = _tester_image_prompt(model.config, [5, 3, 1], positions=same_position, soft=1)  # as the tester
     with pytest.raises(RuntimeError, match="split_with_sizes expects split_sizes to sum exactly to 3"):
         model(**prompt.hf_kwargs())
     runtime = StaticGemma4Runtime(model, max_seq=prompt.input_ids.shape[1], batch_size=3, **prompt.image_slot)
-    outputs = runtime.prefill_outputs(
-        runtime.build_inputs(prompt.input_ids, prompt.attention_mask),
-        prompt.pixel_values,
-        prompt.image_position_ids,
-        keep_intermediates=True,
-    )
-    tower = model.model.vision_tower(prompt.pixel_values, prompt.image_position_ids).last_hidden_state
-    theirs = model.model.embed_vision(inputs_embeds=tower)
-    _check([parity.stage_row("vision prefill", "soft tokens", outputs.soft_tokens[:, 0], theirs, FP32)], report,
-           "vision tester's own positions: soft tokens")  # fmt: skip
+    with pytest.raises(
+        ValueError, match=r"the images give \[5, 5, 5\] soft tokens, but the layout's num_visual_tokens is 1"
+    ):
+        runtime.prefill(prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
