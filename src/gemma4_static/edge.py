@@ -38,30 +38,49 @@ class LoweredProgram:
     portable: tuple[str, ...]
 
 
-def _tensors(args: tuple) -> tuple[list[torch.Tensor], Any, tuple[bool, ...]]:
-    """The tensors among ``args`` (nested tuples flattened, ``None`` dropped), the structure, and
-    which leaves were ``None``."""
+def _fixed(leaf: Any) -> tuple | None:
+    """How a program rebuilds an argument it does not take as an input: ``None`` stays ``None``, an
+    empty tensor (a model's missing per-layer inputs, ``(B, S, 0)``) is made inside the program
+    (ExecuTorch's runtime aborts on an empty input whose leading dim is above 1); ``None`` for a
+    tensor the program takes."""
+    if leaf is None:
+        return ("none",)
+    if isinstance(leaf, torch.Tensor) and leaf.numel() == 0:
+        return ("empty", tuple(leaf.shape), leaf.dtype)
+    return None
+
+
+def _tensors(args: tuple) -> tuple[list[torch.Tensor], Any, tuple[tuple | None, ...]]:
+    """The tensors a program takes among ``args`` (nested tuples flattened), the structure, and how
+    each leaf it does not take is rebuilt (:func:`_fixed`)."""
     leaves, spec = pytree.tree_flatten(args)
-    absent = tuple(leaf is None for leaf in leaves)
-    return [leaf for leaf in leaves if leaf is not None], spec, absent
+    fixed = tuple(_fixed(leaf) for leaf in leaves)
+    return [leaf for leaf, rebuilt in zip(leaves, fixed, strict=True) if rebuilt is None], spec, fixed
 
 
 class _FlatInputs(nn.Module):
     """``module`` called with its arguments rebuilt from a flat list of tensors."""
 
-    def __init__(self, module: nn.Module, spec: Any, absent: tuple[bool, ...]) -> None:
+    def __init__(self, module: nn.Module, spec: Any, fixed: tuple[tuple | None, ...]) -> None:
         super().__init__()
-        self.module, self.spec, self.absent = module, spec, absent
+        self.module, self.spec, self.fixed = module, spec, fixed
 
     def forward(self, *tensors: torch.Tensor) -> Any:
         given = iter(tensors)
-        leaves = [None if missing else next(given) for missing in self.absent]
+        leaves = [
+            next(given)
+            if rebuilt is None
+            else None
+            if rebuilt[0] == "none"
+            else torch.zeros(rebuilt[1], dtype=rebuilt[2])
+            for rebuilt in self.fixed
+        ]
         return self.module(*pytree.tree_unflatten(leaves, self.spec))
 
 
 def _signature(args: tuple) -> tuple:
-    tensors, spec, absent = _tensors(args)
-    return str(spec), absent, tuple((tuple(t.shape), t.dtype) for t in tensors)
+    tensors, spec, fixed = _tensors(args)
+    return str(spec), fixed, tuple((tuple(t.shape), t.dtype) for t in tensors)
 
 
 def _gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
@@ -82,9 +101,9 @@ def lower(module: nn.Module, args: tuple) -> LoweredProgram:
     from executorch.exir import to_edge_transform_and_lower
     from executorch.runtime import Runtime
 
-    tensors, spec, absent = _tensors(args)
+    tensors, spec, fixed = _tensors(args)
     example = tuple(tensor.contiguous() for tensor in tensors)  # programs take dense inputs
-    exported = torch.export.export(_FlatInputs(module, spec, absent), example, strict=False)
+    exported = torch.export.export(_FlatInputs(module, spec, fixed), example, strict=False)
     exported = exported.run_decompositions({torch.ops.aten.gelu.default: _gelu})
     edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
     targets = [_op_name(node.target) for node in edge.exported_program().graph.nodes if node.op == "call_function"]

@@ -105,3 +105,18 @@ def test_operator_report(text_setup):
     assert programs and all(program.delegated >= 1 for program in programs)
     fallbacks = {op for program in programs for op in program.portable}
     assert "aten::mean.dim" in fallbacks  # RMSNorm's mean stays on portable kernels
+
+
+def test_an_empty_argument_is_made_inside_the_program():
+    """A model without per-layer embeddings hands every layer an empty ``(B, S, 0)`` per-layer input;
+    ExecuTorch's runtime aborts on an empty input whose leading dim is above 1, so the program makes
+    it itself and takes only the other tensors."""
+
+    class Layer(torch.nn.Module):
+        def forward(self, hidden: torch.Tensor, per_layer_input: torch.Tensor) -> torch.Tensor:
+            return hidden * 2 + per_layer_input.sum(-1, keepdim=True)
+
+    hidden, empty = torch.randn(2, 4, 8), torch.zeros(2, 4, 0)
+    stage = EdgeStage("layer", Layer())
+    assert torch.equal(stage(hidden, empty), hidden * 2)
+    assert len(stage.programs()) == 1

@@ -128,7 +128,7 @@ def test_moe_stage_on_hfs_own_inputs_routes_and_combines_as_hf(name, tester_mode
 
 def test_exact_router_ties_are_broken_as_hf_breaks_them(tester_model):
     """Two experts with identical router rows score identically on every token: HF's ``torch.topk``
-    keeps the lower index first, and so does this runtime (the same op on the same values)."""
+    breaks the tie its way, and so does this runtime (the same op on the same values)."""
     layer = text_module(tester_model).layers[0]
     proj = layer.router.proj.weight
     saved = proj.detach().clone()

@@ -9,7 +9,9 @@ beside it are unchanged.
 
 The routing decision is HF's exactly: the same op sequence (scale-free RMS norm, ``* scale *
 H ** -0.5``, the projection, softmax in fp32, ``torch.topk``), so ties are broken as
-``torch.topk`` breaks them on the CPU (the lower expert index first; measured in the tests).
+``torch.topk`` breaks them on the CPU. That order is its partial sort's, not a documented rule
+(not simply the lower index first: with experts 0 and 1 tied for the 8th place it keeps 1); the
+runtime inherits it by calling the same op on the same values (tested on exact ties).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ log-probability gap between its ``k``-th and ``k+1``-th expert, above :data:`MAR
 at a **tie** HF is pinned to this runtime's choice, computed by HF's own formula from HF's own
 probabilities, so the stages downstream stay comparable; ties are counted and the closest named.
 An exact tie (HF's two probabilities bitwise equal, e.g. two experts with one router row) is no
-coin toss: ``torch.topk`` keeps the lower index, this runtime must too, so it counts as decided.
+coin toss: ``torch.topk``'s order decides it, this runtime must follow it, so it counts as decided.
 
 Tokens are matched across the two sides by (layer, the ids of the token and every token before it
 in its row), which holds across batching, padding layouts, chunks and decode steps (HF's per-row

@@ -48,7 +48,8 @@ def _softmax_in_bf16(original: Any) -> SimpleNamespace:
 
 
 def _ties_to_the_higher_index(original: Any) -> SimpleNamespace:
-    """``torch`` as the router sees it, its ``topk`` breaking ties toward the higher expert index."""
+    """``torch`` as the router sees it, its ``topk`` taken over the experts in reversed order (exact ties
+    then go the other way)."""
 
     def topk(values: torch.Tensor, k: int, dim: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
         top, index = original.topk(values.flip(dim), k=k, dim=dim)
@@ -78,7 +79,7 @@ FAMILY_FAULTS: tuple[Fault, ...] = (
     ),
     Fault(
         "router-ties-reversed",
-        "the router's top-k breaks exact ties toward the higher expert index (torch.topk: the lower)",
+        "the router's top-k breaks exact ties the other way round from torch.topk (its top k of the reversed order)",
         ((experts, "torch", _ties_to_the_higher_index),),
         needs_text="enable_moe_block",
     ),

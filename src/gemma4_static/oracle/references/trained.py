@@ -48,7 +48,7 @@ def _make_router_decide(router: nn.Module, generator: torch.Generator) -> None:
     std 2: the router's input has unit norm, so its scores have std about 2 and each token's top-k
     is decided by clear margins (HF's init gives std 0.02 and near-uniform routing, where the choice
     rests on the last bits). Experts 0 and 1 share one row: they tie exactly on every token, so
-    whenever the top-k boundary falls between them HF's tie order (the lower index) is exercised."""
+    whenever the top-k boundary falls between them HF's tie order (``torch.topk``'s) is exercised."""
     _uniform(router.scale, 0.6, 1.4, generator)
     _uniform(router.per_expert_scale, 0.5, 1.5, generator)
     router.proj.weight.copy_(torch.randn(router.proj.weight.shape, generator=generator) * 2.0)
