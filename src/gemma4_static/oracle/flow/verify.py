@@ -147,7 +147,10 @@ def routing_rows(session: Session) -> Iterator[Row]:
     if session.routing is not None:
         yield from session.routing.rows()
     elif session.config.get_text_config().enable_moe_block:
-        reason = "recorded on this runtime's PyTorch stages in float32 only"
+        reason = (
+            "recorded on this runtime's PyTorch stages in float32 only: elsewhere the router runs inside a "
+            "program, so a routing tie (HF margin <= 1e-4) cannot be pinned and may move the stages after it"
+        )
         yield skip_row("routing", "expert choices vs HF", reason)
 
 
