@@ -36,11 +36,6 @@ def tester_model():
     return build_default_model("hf-tester")
 
 
-@pytest.fixture(scope="module")
-def moe_model():
-    return build_default_model("26b-a4b-geometry")
-
-
 def _check(rows, report, label: str) -> None:
     worst = merge(rows, rows[0].stage, label)
     report(f"{label}: {worst.metric} {worst.value:.3g} (tolerance {worst.tolerance:.3g})")
@@ -104,10 +99,10 @@ def _hf_moe_io(model, prompt) -> list[dict[str, torch.Tensor]]:
 
 
 @pytest.mark.parametrize("name", ["hf-tester", "26b-a4b-geometry"])
-def test_moe_stage_on_hfs_own_inputs_routes_and_combines_as_hf(name, tester_model, moe_model, report):
+def test_moe_stage_on_hfs_own_inputs_routes_and_combines_as_hf(name, tester_model, moe_geometry_model, report):
     """Fed HF's own block inputs, every layer's router picks HF's experts on every valid token
     (exactly), and the block's output matches HF's."""
-    model = tester_model if name == "hf-tester" else moe_model
+    model = tester_model if name == "hf-tester" else moe_geometry_model
     prompt = text_prompt(model.config, [40, 23])
     runtime = StaticGemma4Runtime(model, max_seq=40, batch_size=2)
     valid = prompt.attention_mask.bool()
