@@ -104,12 +104,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _build(name: str):
-    from gemma4_static.oracle.references.models import (
-        build_default_model,  # here: the xdist controller never imports HF
-    )
+    from gemma4_static.oracle.references import models  # here: the xdist controller never imports HF
 
     _builds[name] += 1
-    return build_default_model(name)
+    build = models.build_default_model
+    return getattr(build, "unpatched", build)(name)  # the builder itself, also under reuse_session_models
 
 
 @pytest.fixture(scope="session")
@@ -161,6 +160,29 @@ def gemma4_model(request: pytest.FixtureRequest):
     """Every model the suite checks: the two embedded ones and the opt-in checkpoint."""
     fixture = {"tiny": "tiny_model", "e2b-geometry": "e2b_model", "checkpoint": "checkpoint_model"}[request.param]
     return request.getfixturevalue(fixture)
+
+
+SESSION_MODELS = {
+    "tiny": "tiny_model",
+    "e2b-vision": "e2b_vision_model",
+    "e2b-geometry": "e2b_model",
+    "26b-a4b-geometry": "moe_geometry_model",
+}
+
+
+@pytest.fixture
+def reuse_session_models(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """Code that builds an embedded model by name (the verify command) gets this session's instance
+    instead (other names are built as usual)."""
+    from gemma4_static.oracle.references import models
+
+    build = models.build_default_model
+
+    def session_model(name: str, **kwargs):
+        return request.getfixturevalue(SESSION_MODELS[name]) if name in SESSION_MODELS else build(name, **kwargs)
+
+    session_model.unpatched = build
+    monkeypatch.setattr(models, "build_default_model", session_model)
 
 
 @pytest.fixture(autouse=True)

@@ -102,6 +102,8 @@ def check_group(port: str, model: str, dtype: str, group: str) -> list[Any]:
     session = port_session(port, model, dtype)
     with torch.no_grad():
         rows = run_group(session, group)
+    if not rows:
+        pytest.skip(f"check group {group!r} has nothing to check on {model} (e.g. routing without a MoE block)")
     judge(rows, session.port)
     return rows
 

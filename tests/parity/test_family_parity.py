@@ -179,7 +179,6 @@ def test_routing_ties_are_pinned_and_decided_disagreements_fail(tester_model):
         pytest.param(model, group, marks=pytest.mark.xdist_group(f"family-{model}"))
         for model in GEOMETRY_NAMES
         for group in CHECKS
-        if group != "routing" or model == "26b-a4b-geometry"  # the 31B has no MoE block: no rows
     ],
 )
 def test_family_geometry_through_each_check_group(model, group, report):

@@ -10,16 +10,8 @@ from gemma4_static.oracle.checks import parity
 from gemma4_static.oracle.faults.catalogue import CATALOGUE, FAULT_NAMES, faults_named
 from gemma4_static.oracle.faults.self_test import format_result, run_fault
 from gemma4_static.oracle.flow.verify import run_verification
-from gemma4_static.oracle.references import models
 
-
-@pytest.fixture(autouse=True)
-def _reuse_session_model(monkeypatch, tiny_model):
-    """The command builds its model by name; in-process it gets the session's tiny model instead."""
-    build = models.build_default_model
-    monkeypatch.setattr(
-        models, "build_default_model", lambda name, **kwargs: tiny_model if name == "tiny" else build(name, **kwargs)
-    )
+pytestmark = pytest.mark.usefixtures("reuse_session_models")  # the command gets the session's models
 
 
 def test_the_catalogue_names_at_least_fifteen_distinct_bugs():

@@ -13,19 +13,9 @@ import gemma4_static
 from gemma4_static import cli, export
 from gemma4_static.cpu import vision as cpu_vision
 from gemma4_static.cpu.rope import build_rope
-from gemma4_static.oracle.references import models
 from gemma4_static.ports import static as static_port
 
-
-@pytest.fixture(autouse=True)
-def _reuse_session_model(monkeypatch, tiny_model):
-    """The command builds its model by name; in-process it gets the session's tiny model instead."""
-
-    def build(name, **_):
-        assert name == "tiny"
-        return tiny_model
-
-    monkeypatch.setattr(models, "build_default_model", build)
+pytestmark = pytest.mark.usefixtures("reuse_session_models")  # the command gets the session's models
 
 
 def test_verify_passes_on_the_default_model_and_writes_json(tmp_path, capsys):
@@ -112,6 +102,11 @@ def test_mask_value_option_reaches_the_runtime(tmp_path, capsys):
     assert "FAIL  mask value" in capsys.readouterr().out
     assert cli.main(["verify", "--no-export", "--mask-value", "2"]) == 2
     assert "mask_value must be negative" in capsys.readouterr().err
+
+
+def test_a_low_precision_profile_of_a_moe_model_is_refused(capsys):
+    assert cli.main(["verify", "--config", "26b-a4b-geometry", "--dtype", "bfloat16", "--no-export"]) == 2
+    assert "the bfloat16 profile of a mixture-of-experts model is not gated yet" in capsys.readouterr().err
 
 
 def test_too_small_max_seq_is_a_clear_error(capsys):
