@@ -93,6 +93,11 @@ CATALOGUE: tuple[Fault, ...] = (
         ((TextConfigView, "kv_sources", patches.first_producer),),
     ),
     Fault(
+        "shared-kv-reads-the-ring",
+        "a single-shot prefill's KV-sharing layers read the producer's ring cache, not its K/V of the prefill",
+        ((LayerStack, "run", patches.reusing_layers_over_the_cache),),
+    ),
+    Fault(
         "final-softcap-missing",
         "logits are not soft-capped (tanh(x / 30) * 30)",
         (after_init(lm_head.LMHead, setting("softcap", lambda head: None)),),

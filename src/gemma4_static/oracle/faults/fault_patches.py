@@ -138,6 +138,44 @@ def masks_over_the_cache(original: Callable) -> Callable:
     return lambda stack, positions, written, blocks=None, *, before=None: original(stack, positions, written, blocks)
 
 
+def reusing_layers_over_the_cache(original: Callable) -> Callable:
+    """A single-shot prefill whose KV-sharing layers read the producer's cache (a sliding producer's
+    ring holds only the prompt's last ``window`` positions by then) instead of the producer's K/V of
+    this prefill, the bug HF's Gemma 4 attention warns about: early queries lose their keys."""
+
+    def run(
+        stack: Any,
+        hidden: torch.Tensor,
+        per_layer_inputs: torch.Tensor,
+        positions: torch.Tensor,
+        keep: torch.Tensor,
+        masks: Any,
+        layers: range,
+        *,
+        mode: str,
+        states: Any = None,
+    ) -> torch.Tensor:
+        if mode != "own" or layers.stop <= stack.first_reusing_layer:
+            return original(stack, hidden, per_layer_inputs, positions, keep, masks, layers, mode=mode, states=states)
+        split = max(layers.start, stack.first_reusing_layer)
+        hidden = original(
+            stack,
+            hidden,
+            per_layer_inputs,
+            positions,
+            keep,
+            masks,
+            range(layers.start, split),
+            mode=mode,
+            states=states,
+        )
+        over_cache = stack.cache_masks(positions, keep.sum(dim=1))
+        return original(stack, hidden, per_layer_inputs, positions, keep, over_cache, range(split, layers.stop),
+                        mode="cache", states=states)  # fmt: skip
+
+    return run
+
+
 q_norm_after_rope = QueryNormAfterRope()
 window_plus_one = with_argument(2, lambda window: window + 1)
 keep_placeholders = with_argument(1, lambda placeholder_ids: ())
