@@ -1,7 +1,7 @@
 """The one Hugging Face adapter: every HF attribute name the runtime reads appears in this package.
 
 ``config``: a Gemma 4 text config as a frozen :class:`TextConfigView` (masks, RoPE, cache).
-``model``: an HF Gemma 4 model as a :class:`ModelSpec` and the weights of each stage; ``vision``:
+``model``: an HF Gemma 4 model as a :class:`ModelSpec` and the weights of each stage (``weights``); ``vision``:
 its vision tower as a :class:`VisionSpec` and :class:`VisionWeights`. Nothing here
 imports ``transformers``: the runtime reads HF objects, it does not depend on HF's code.
 """
@@ -15,18 +15,9 @@ from .config import (
     TextConfigView,
     read_text_config,
 )
-from .model import (
-    DecoderWeights,
-    ExpertWeights,
-    ModelSpec,
-    ModelWeights,
-    PerLayerEmbeddingWeights,
-    PerLayerInputWeights,
-    model_class,
-    read_model,
-    text_module,
-)
+from .model import ModelSpec, model_class, read_model, text_module
 from .vision import ClippedLinear, VisionLayerWeights, VisionSpec, VisionWeights
+from .weights import DecoderWeights, ExpertWeights, ModelWeights, PerLayerEmbeddingWeights, PerLayerInputWeights
 
 __all__ = [
     "FULL_ATTENTION",
