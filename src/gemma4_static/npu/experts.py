@@ -1,15 +1,11 @@
 """Gemma 4's mixture-of-experts block at static shapes: the router and every expert on every token.
 
-Two static forms, chosen by the call's shape (so each exported program has one):
-
-- prefill and chunks (``S > 1``): each token's routing weights become a dense ``(T, E)`` matrix
-  (zeros outside its top k), every expert runs on every token as two batched matmuls over the
-  packed weights, and the outputs are summed weighted by that matrix. No gather, scatter or loop
-  depends on the routing. Cost: ``E / k`` times the expert FLOPs of a dispatch that runs each
-  token through its k experts only (26B-A4B: 128 / 8 = 16x), and a ``(T, E, 2I)`` intermediate.
-- decode (``S == 1``): each row's k experts' weights are gathered by index (a fixed ``(B, k, 2I,
-  H)`` shape whatever the choice) and run on its one token: k experts' weights read per step, not
-  all E (a decode step is bound by reading weights).
+The static form: each token's routing weights become a dense ``(T, E)`` matrix (zeros outside its
+top k), every expert runs on every token as two batched matmuls over the packed weights, and the
+outputs are summed weighted by that matrix. No gather, scatter or loop depends on the routing, so
+the stage has one shape for any prompt. Cost: ``E / k`` times the expert FLOPs of a dispatch that
+runs each token through its k experts only (26B-A4B: 128 / 8 = 16x); the router and the dense MLP
+beside it are unchanged.
 
 The routing decision is HF's exactly: the same op sequence (scale-free RMS norm, ``* scale *
 H ** -0.5``, the projection, softmax in fp32, ``torch.topk``), so ties are broken as
@@ -78,17 +74,6 @@ class MixtureOfExperts(nn.Module):
         outputs = torch.einsum("bsei,ehi->bseh", gelu_tanh(gate) * up, self.down_proj)
         return (outputs * routing[..., None]).sum(dim=2).to(hidden.dtype)
 
-    def chosen_experts(self, hidden: torch.Tensor, weights: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        """Each token of ``hidden (B, S, H)`` through its own experts ``index (B, S, k)`` (their weights
-        gathered), summed with ``weights (B, S, k)``."""
-        gate, up = torch.einsum("bsh,bskoh->bsko", hidden, self.gate_up_proj[index]).chunk(2, dim=-1)
-        outputs = torch.einsum("bski,bskhi->bskh", gelu_tanh(gate) * up, self.down_proj[index])
-        return (outputs * weights[..., None]).sum(dim=2).to(hidden.dtype)
-
     def forward(self, dense: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        hidden = rms_norm(residual, self.pre_norm, self.eps)
-        if residual.shape[1] == 1:  # decode: read the chosen experts only
-            experts = self.chosen_experts(hidden, *self.router(residual))
-        else:
-            experts = self.experts(hidden, self.routing(residual))
+        experts = self.experts(rms_norm(residual, self.pre_norm, self.eps), self.routing(residual))
         return rms_norm(dense, self.post_dense_norm, self.eps) + rms_norm(experts, self.post_norm, self.eps)
