@@ -222,12 +222,18 @@ def _grid_with_padding() -> torch.Tensor:
 
 def test_hf_vision_tester_images_of_20_patches_match_hf(report):
     """HF's vision tester configuration with images of 20 patch slots (processed for 5 soft tokens;
-    the runtime's vision stage is static at 280 patches and pads them on the CPU side): prefill
-    logits and greedy tokens equal HF's, ragged batch of 3."""
+    the runtime's vision stage is static at 280 patches and pads them on the CPU side): masks with
+    their image blocks, prefill logits and greedy tokens equal HF's, ragged batch of 3."""
     model = build_default_model("hf-vision-tester")
     prompt = _tester_image_prompt(model.config, [9, 4, 1], positions=_grid_with_padding(), soft=4)
     runtime = StaticGemma4Runtime(model, max_seq=prompt.input_ids.shape[1] + 8, batch_size=3, **prompt.image_slot)
     port = StaticRuntimePort.around(runtime, model.config)
+    valid, types = prompt.attention_mask.bool(), prompt.mm_token_type_ids
+    for implementation in ("eager", "sdpa"):  # image blocks bidirectional on sliding layers
+        rows = parity_masks.prefill_mask_rows(
+            model.config, valid, implementation, port.prefill_masks, mm_token_type_ids=types
+        )
+        _check(rows, report, f"vision tester: prefill masks ({implementation})")
     theirs = hf_prefill(model, prompt).logits[torch.arange(3), prompt.last_index]
     ours = runtime.prefill(prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
     _check(parity.logits_rows(ours, theirs, FP32), report, "vision tester: prefill logits")
