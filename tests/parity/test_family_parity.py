@@ -36,6 +36,11 @@ def tester_model():
     return build_default_model("hf-tester")
 
 
+@pytest.fixture(scope="module")
+def vision_tester_model():
+    return build_default_model("hf-vision-tester")
+
+
 def _check(rows, report, label: str) -> None:
     worst = merge(rows, rows[0].stage, label)
     report(f"{label}: {worst.metric} {worst.value:.3g} (tolerance {worst.tolerance:.3g})")
@@ -220,11 +225,11 @@ def _grid_with_padding() -> torch.Tensor:
     return torch.cat((grid, torch.full((4, 2), -1)))
 
 
-def test_hf_vision_tester_images_of_20_patches_match_hf(report):
+def test_hf_vision_tester_images_of_20_patches_match_hf(vision_tester_model, report):
     """HF's vision tester configuration with images of 20 patch slots (processed for 5 soft tokens;
     the runtime's vision stage is static at 280 patches and pads them on the CPU side): masks with
     their image blocks, prefill logits and greedy tokens equal HF's, ragged batch of 3."""
-    model = build_default_model("hf-vision-tester")
+    model = vision_tester_model
     prompt = _tester_image_prompt(model.config, [9, 4, 1], positions=_grid_with_padding(), soft=4)
     runtime = StaticGemma4Runtime(model, max_seq=prompt.input_ids.shape[1] + 8, batch_size=3, **prompt.image_slot)
     port = StaticRuntimePort.around(runtime, model.config)
@@ -240,12 +245,12 @@ def test_hf_vision_tester_images_of_20_patches_match_hf(report):
     _check(parity.generation_rows(model, port, prompt, max_new_tokens=6), report, "vision tester: greedy tokens")
 
 
-def test_hf_vision_testers_own_positions_are_refused_as_hf_refuses_them():
+def test_hf_vision_testers_own_positions_are_refused_as_hf_refuses_them(vision_tester_model):
     """The tester's literal inputs (20 patches all at position (1, 1), one image token per row) pool
     into one soft token per image, while the soft-token count of 20 valid patches is 5 (HF's
     processor and ``get_image_features`` count ``valid patches // k^2``). HF 5.24's own forward
     cannot take them (``split_with_sizes`` fails); the runtime refuses them with the two counts."""
-    model = build_default_model("hf-vision-tester")
+    model = vision_tester_model
     same_position = torch.ones(TESTER_PATCHES, 2, dtype=torch.long)
     prompt = _tester_image_prompt(model.config, [5, 3, 1], positions=same_position, soft=1)  # as the tester
     with pytest.raises(RuntimeError, match="split_with_sizes expects split_sizes to sum exactly to 3"):

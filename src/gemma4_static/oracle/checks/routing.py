@@ -38,9 +38,10 @@ from .report import Row
 MARGIN_BOUND = 1e-4
 
 
-def prefix_keys(ids: list[int]) -> list[int]:
-    """For each position of a row's valid ``ids``, a key of the ids up to and including it."""
-    keys, key = [], 0
+def prefix_keys(ids: list[int], before: list[int] | None = None) -> list[int]:
+    """For each of a row's valid ``ids``, a key of the ids up to and including it; after ``before``
+    (the keys of the row so far) the new keys continue from its last one."""
+    keys, key = [], before[-1] if before else 0
     for token in ids:
         key = hash((key, int(token)))
         keys.append(key)
@@ -84,7 +85,7 @@ class _OursRecorder:
 
     def __init__(self, ledger: RoutingLedger) -> None:
         self.ledger = ledger
-        self.histories: dict[int, list[list[int]]] = {}
+        self.histories: dict[int, list[list[int]]] = {}  # per runtime, per row: the keys of its tokens
         self.current: StaticGemma4Runtime | None = None
         self.keys: list[list[int | None]] | None = None  # per row, per position of the current call
 
@@ -99,23 +100,23 @@ class _OursRecorder:
         )
 
         def prefill_outputs(runtime, inputs, *args, **kwargs):
-            ids = [row[: int(n)].tolist() for row, n in zip(inputs.raw_ids, inputs.valid_length, strict=True)]
-            recorder.histories[id(runtime)] = ids
+            rows = zip(inputs.raw_ids, inputs.valid_length, strict=True)
+            recorder.histories[id(runtime)] = [prefix_keys(row[: int(n)].tolist()) for row, n in rows]
             recorder.current = runtime
             return prefill(runtime, inputs, *args, **kwargs)
 
         def decode_one(runtime, next_ids):
-            for history, token in zip(recorder.histories.get(id(runtime), []), next_ids[:, 0].tolist(), strict=False):
-                history.append(token)
+            for keys, token in zip(recorder.histories.get(id(runtime), []), next_ids[:, 0].tolist(), strict=False):
+                keys += prefix_keys([token], keys)
             recorder.current = runtime
             return decode(runtime, next_ids)
 
         def stack_run(stack, hidden, per_layer_inputs, positions, *args, **kwargs):
-            histories = recorder.histories.get(id(recorder.current), [])
-            keys = [prefix_keys(history) for history in histories]
             recorder.keys = [
                 [row_keys[p] if p < len(row_keys) else None for p in row_positions]
-                for row_keys, row_positions in zip(keys, positions.tolist(), strict=False)
+                for row_keys, row_positions in zip(
+                    recorder.histories.get(id(recorder.current), []), positions.tolist(), strict=False
+                )
             ]
             return run(stack, hidden, per_layer_inputs, positions, *args, **kwargs)
 
@@ -160,9 +161,9 @@ class _HFPinner:
 
     def __init__(self, ledger: RoutingLedger, model: Any) -> None:
         self.ledger, self.model = ledger, model
-        self.histories: dict[int, list[list[int]]] = {}
+        self.histories: dict[int, list[list[int]]] = {}  # per cache, per row: the keys of its tokens
         self.keys: list[int | None] = []  # flat, in the router's token order
-        self.pending: list[list[int]] = []  # the rows' histories after the current call
+        self.pending: list[list[int]] = []  # the rows' keys after the current call
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -191,12 +192,11 @@ class _HFPinner:
         for row in range(ids.shape[0]):
             new = ids[row].tolist()
             valid = [True] * len(new) if mask is None else mask[row, -len(new) :].bool().tolist()
-            history = (list(past[row]) if past is not None else []) + [
-                t for t, ok in zip(new, valid, strict=True) if ok
-            ]
-            keys = iter(prefix_keys(history)[len(history) - sum(valid) :])
+            before = past[row] if past is not None else []
+            added = prefix_keys([t for t, ok in zip(new, valid, strict=True) if ok], before)
+            keys = iter(added)
             self.keys += [next(keys) if ok else None for ok in valid]
-            rows.append(history)
+            rows.append(before + added)
         self.pending = rows
 
     def _after(self, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
