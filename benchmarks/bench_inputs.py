@@ -49,7 +49,7 @@ def main() -> None:
 
     prompt = image_prompt(model.config, text_after=[5, 2])
     runtime = StaticGemma4Runtime(
-        model, max_seq=prompt.input_ids.shape[1] + 4, batch_size=2, vision_profile=140, **prompt.image_slot
+        model, max_seq=prompt.input_ids.shape[1] + 4, batch_size=2, vision_profile=140, image_slots=prompt.image_slots
     )
     padded = fit_patches(prompt.pixel_values, prompt.image_position_ids, runtime.spec.vision, profile=140)
     ids, mask = prompt.input_ids, prompt.attention_mask
@@ -64,7 +64,9 @@ def main() -> None:
 
     mixed = image_prompt(model.config, text_after=[5, 2], with_image=[True, False])
     mixed_images = (mixed.pixel_values, mixed.image_position_ids)
-    runtime = StaticGemma4Runtime(model, max_seq=prompt.input_ids.shape[1] + 4, batch_size=2, **prompt.image_slot)
+    runtime = StaticGemma4Runtime(
+        model, max_seq=prompt.input_ids.shape[1] + 4, batch_size=2, image_slots=prompt.image_slots
+    )
     _row(
         "image + text in the slot vs two images",
         *interleaved_medians(

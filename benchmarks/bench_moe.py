@@ -13,6 +13,7 @@ tokens. Prints the median of each and the ratio (the expected compute ratio is E
 from __future__ import annotations
 
 import argparse
+from functools import partial
 
 import torch
 from timing import interleaved_medians
@@ -75,7 +76,7 @@ def main() -> None:
                 experts = layer.post_feedforward_layernorm_2(experts.reshape(residual.shape))
                 return layer.post_feedforward_layernorm_1(dense) + experts
 
-            static, dynamic = interleaved_medians(lambda: ours(dense, residual), hf, args.repeats)
+            static, dynamic = interleaved_medians(partial(ours, dense, residual), hf, args.repeats)
             torch.testing.assert_close(ours(dense, residual), hf(), rtol=1e-4, atol=1e-4)
             print(f"{label + f', {tokens} tokens':<44} {static * 1e3:>10.2f} {dynamic * 1e3:>10.2f} "
                   f"{static / dynamic:>7.2f}")  # fmt: skip

@@ -6,7 +6,7 @@ Layers, each importing only those below it (an import contract in the suite enfo
 <- ``oracle`` (HF as the reference, the parity checks, verify) <- ``cli``.
 """
 
-from .cpu.inputs import StaticLayout
+from .cpu.layout import StaticLayout
 from .cpu.masks import (
     build_chunk_bool_masks,
     build_chunk_masks,

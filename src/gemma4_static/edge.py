@@ -178,7 +178,7 @@ def backend_stages(stages: Any, backend: str) -> Any:
         embedding=wrap("token_embedding", stages.embedding),
         per_layer_inputs=wrap("per_layer_inputs", stages.per_layer_inputs),
         vision=wrap("vision_prefill", stages.vision),
-        fusion=wrap("fusion", stages.fusion),
+        fusions=tuple(wrap(f"fusion{index}", fusion) for index, fusion in enumerate(stages.fusions)),
         layers=tuple(wrap(f"layer{index:02d}", layer) for index, layer in enumerate(stages.layers)),
         lm_head=wrap("lm_head", stages.lm_head),
     )

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .cpu.vision import build_vision_inputs
+from .cpu.vision import build_vision_inputs, fit_patches
 from .edge import runs_on_npu
 from .npu.decoder import MODES
 from .runtime import StaticGemma4Runtime
@@ -61,23 +61,38 @@ def stage_cases(
     representative: bool = False,
     seed: int = 0,
 ) -> list[StageCase]:
-    """Every NPU-side stage of ``runtime`` with the example inputs it declares; the vision stage
-    needs example ``pixel_values``/``image_position_ids`` (their patch budget is the processor's)."""
+    """Every NPU-side stage of ``runtime`` with the example inputs it declares: the vision stage once
+    per vision profile of the layout (``vision_prefill_<profile>``; it needs example
+    ``pixel_values``/``image_position_ids`` at any patch count), one fusion per image slot."""
     generator = torch.Generator().manual_seed(seed)
     stages, batch, max_seq = runtime.modules, runtime.layout.batch_size, runtime.layout.max_seq
     cases = [StageCase("token_embedding", stages.embedding, stages.embedding.example_inputs(batch, max_seq, generator))]
     if runs_on_npu(stages.per_layer_inputs):
         ple = stages.per_layer_inputs
         cases.append(StageCase("per_layer_inputs", ple, ple.example_inputs(batch, max_seq, generator)))
-    if stages.fusion is not None and pixel_values is not None:
-        vision = build_vision_inputs(
-            runtime.spec.vision, image_position_ids, profile=runtime.layout.vision_profile, dtype=runtime.spec.dtype
-        )
-        cases.append(StageCase("vision_prefill", stages.vision, (pixel_values, *vision.stage_args())))
-        cases.append(StageCase("fusion", stages.fusion, stages.fusion.example_inputs(batch, max_seq, generator)))
+    if stages.fusions and pixel_values is not None:
+        for profile in sorted(set(runtime.layout.vision_profiles)):
+            args = _vision_args(runtime, pixel_values, image_position_ids, profile)
+            cases.append(StageCase(f"vision_prefill_{profile}", stages.vision, args))
+        for index, fusion in enumerate(stages.fusions):
+            cases.append(StageCase(f"fusion{index}", fusion, fusion.example_inputs(batch, max_seq, generator)))
     cases += _layer_cases(runtime, generator, representative=representative)
     cases.append(StageCase("lm_head", stages.lm_head, stages.lm_head.example_inputs(batch, 1, generator)))
     return cases
+
+
+def _vision_args(
+    runtime: StaticGemma4Runtime, pixel_values: torch.Tensor, image_position_ids: torch.Tensor, profile: int
+) -> tuple[torch.Tensor, ...]:
+    """The vision stage's inputs at ``profile`` for ``batch_size`` of the example images that fit it."""
+    spec, budget = runtime.spec.vision, profile * runtime.spec.vision.pooling_kernel_size**2
+    fitting = ((image_position_ids != -1).any(dim=-1).sum(dim=-1) <= budget).nonzero().flatten()
+    if not len(fitting):
+        raise ValueError(f"no example image fits the vision profile of {profile} soft tokens ({budget} patches)")
+    chosen = fitting[torch.arange(runtime.layout.batch_size) % len(fitting)]
+    pixels, positions = fit_patches(pixel_values[chosen], image_position_ids[chosen], spec, profile=profile)
+    inputs = build_vision_inputs(spec, positions, profile=profile, dtype=runtime.spec.dtype)
+    return (pixels, *inputs.stage_args())
 
 
 def export_case(case: StageCase) -> torch.export.ExportedProgram:
@@ -105,7 +120,14 @@ def export_stages(runtime: StaticGemma4Runtime, folder: str | Path, *, format: s
         raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    manifest = {"max_seq": runtime.layout.max_seq, "batch_size": runtime.layout.batch_size, "stages": []}
+    layout = runtime.layout
+    manifest = {
+        "max_seq": layout.max_seq,
+        "batch_size": layout.batch_size,
+        "image_slots": [list(slot) for slot in layout.image_slots],
+        "vision_profiles": list(layout.vision_profiles),
+        "stages": [],
+    }
     for case in stage_cases(runtime, **case_options):
         entry = {"name": case.name, "file": f"{case.name}.{format}", "inputs": _describe(case.args)}
         if format == "pt2":

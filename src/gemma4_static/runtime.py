@@ -15,16 +15,10 @@ import torch
 
 from .cpu.cache import StaticKVCache
 from .cpu.checks import mask_fill_value
-from .cpu.inputs import (
-    StaticInputs,
-    StaticLayout,
-    build_static_inputs,
-    check_eos_token_ids,
-    check_next_ids,
-    llm_ids,
-)
-from .cpu.vision import check_image_inputs, image_slot_inputs, smallest_profile
+from .cpu.inputs import StaticInputs, build_static_inputs, check_eos_token_ids, check_next_ids, llm_ids
+from .cpu.layout import StaticLayout, image_slots_argument, vision_profiles_argument
 from .edge import backend_stages
+from .multimodal import fuse_images
 from .npu.stages import build_stages
 from .spec import read_model
 from .stack import LayerStack
@@ -33,13 +27,14 @@ from .stack import LayerStack
 @dataclass(frozen=True)
 class PrefillOutputs:
     """A prefill's ``logits (B, vocab)`` at each row's last valid token and, with ``keep_intermediates``,
-    its stage outputs (``hidden_states``: the embeddings and each layer's output, ``(B, max_seq, H)``)."""
+    its stage outputs (``hidden_states``: the embeddings and each layer's output, ``(B, max_seq, H)``;
+    ``soft_tokens``: one ``(tokens, H)`` per image, in the caller's order)."""
 
     logits: torch.Tensor
     inputs: StaticInputs
     embeddings: torch.Tensor | None = None
     per_layer_inputs: torch.Tensor | None = None
-    soft_tokens: torch.Tensor | None = None
+    soft_tokens: tuple[torch.Tensor, ...] | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
 
 
@@ -52,8 +47,10 @@ class StaticGemma4Runtime:
     ``sliding_cache="ring"`` keeps ``sliding_window`` slots for sliding layers, ``"full"`` ``max_seq``).
     ``modules`` are the PyTorch stages (what export reads); ``stages`` are what runs: the modules
     (``backend="torch"``) or their ExecuTorch programs. ``prefill_chunk``: prefill in fixed chunks.
-    An image slot (``visual_start_idx``, ``num_visual_tokens``) takes images processed at
-    ``vision_profile`` soft tokens (default: the smallest profile that holds the slot). Forbidden
+    ``image_slots`` ``[(start, tokens), ...]`` are where a row's images go (any slot may hold text
+    instead; ``visual_start_idx``/``num_visual_tokens`` is the one-slot shorthand); each slot's
+    vision stage runs at ``vision_profile`` soft tokens (one for all slots or one per slot;
+    default: the smallest profile that holds the slot). Forbidden
     keys get the additive ``mask_value`` (default per dtype: :func:`~gemma4_static.cpu.checks.default_mask_value`).
     After a prefill, :meth:`decode_one` advances every row by one token at its own position.
     """
@@ -64,23 +61,23 @@ class StaticGemma4Runtime:
         *,
         max_seq: int,
         batch_size: int = 1,
+        image_slots: list[tuple[int, int]] | None = None,
         visual_start_idx: int | None = None,
         num_visual_tokens: int | None = None,
         prefill_chunk: int | None = None,
-        vision_profile: int | None = None,
+        vision_profile: int | list[int] | None = None,
         sliding_cache: str = "ring",
         backend: str = "torch",
         mask_value: float | None = None,
     ) -> None:
         self.spec, weights = read_model(model)
         self.mask_value = mask_fill_value(mask_value, self.spec.dtype)
-        if vision_profile is None and isinstance(num_visual_tokens, int):
-            vision_profile = smallest_profile(num_visual_tokens)
-        slot = (visual_start_idx, num_visual_tokens)
-        self.layout = StaticLayout(max_seq, batch_size, *slot, prefill_chunk, vision_profile, sliding_cache)
+        slots = image_slots_argument(image_slots, visual_start_idx, num_visual_tokens, max_seq=max_seq)
+        profiles = vision_profiles_argument(vision_profile, slots)
+        self.layout = StaticLayout(max_seq, batch_size, slots, prefill_chunk, profiles, sliding_cache)
         if self.layout.has_image_slot and weights.vision is None:
-            raise ValueError("an image slot (visual_start_idx, num_visual_tokens) needs a model with a vision tower")
-        self.modules = build_stages(self.spec, weights, image_slot=slot if self.layout.has_image_slot else None)
+            raise ValueError("image slots need a model with a vision tower")
+        self.modules = build_stages(self.spec, weights, image_slots=self.layout.image_slots)
         self.stages = backend_stages(self.modules, backend)
         self.stack = LayerStack(self.spec, self.stages.layers, self.layout, self.mask_value)
         self.prefilled = False
@@ -131,17 +128,10 @@ class StaticGemma4Runtime:
         """:meth:`prefill` of :meth:`build_inputs`' result, with its intermediate products (see
         :class:`PrefillOutputs`; the per-layer hidden states are kept by single-shot prefill only)."""
         stages, batch = self.stages, self.layout.batch_size
-        soft_tokens = None
-        rows = inputs.image_rows
-        if check_image_inputs(pixel_values, image_position_ids, self.layout, vision=self.spec.vision, image_rows=rows):
-            pixel_values, vision = image_slot_inputs(
-                pixel_values, image_position_ids, rows, self.spec.vision, self.layout, self.spec.dtype, self.mask_value
-            )
-            soft_tokens = stages.vision(pixel_values, *vision.stage_args())[:, : self.layout.num_visual_tokens]
         embeddings = stages.embedding(inputs.input_ids)
-        fused = embeddings
-        if soft_tokens is not None:  # rows whose slot holds text keep their embeddings
-            fused = torch.where(rows[:, None, None], stages.fusion(embeddings, soft_tokens), embeddings)
+        fused, soft_tokens = fuse_images(
+            stages, self.spec, self.layout, inputs, embeddings, pixel_values, image_position_ids, self.mask_value
+        )
         per_layer_inputs = stages.per_layer_inputs(inputs.input_ids, fused)
         blocks = None if soft_tokens is None else self.stack.mask_table.vision_blocks(inputs.mm_token_type_ids)
 

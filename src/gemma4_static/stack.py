@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from .cpu.cache import StaticKVCache
-from .cpu.inputs import StaticLayout
+from .cpu.layout import StaticLayout
 from .cpu.masks import mask_table, to_additive
 from .cpu.rope import RopeTables
 from .npu.decoder import DecoderLayer

@@ -87,7 +87,7 @@ def test_generate_equals_hf_with_an_image(tiny_model, batch, report):
         tiny_model,
         max_seq=prompt.input_ids.shape[1] + 10,
         batch_size=batch,
-        **prompt.image_slot,
+        image_slots=prompt.image_slots,
     )
     assert_rows_pass(
         parity.generation_rows(
@@ -120,8 +120,8 @@ def test_chunked_prefill_with_an_image_mid_chunk_matches_hf(tiny_model, report):
     K/V of every row and producing layer vs HF's cache of that row."""
     prompt = image_prompt(tiny_model.config, text_after=[5, 1], text_before=89, seed=4)
     chunk = 80
-    assert prompt.visual_start_idx == chunk + 10 and prompt.num_visual_tokens == 64
-    kwargs = {**prompt.image_slot, "batch_size": 2, "max_seq": 3 * chunk}
+    assert prompt.image_slots == ((chunk + 10, 64),)
+    kwargs = {"image_slots": prompt.image_slots, "batch_size": 2, "max_seq": 3 * chunk}
     single = StaticGemma4Runtime(tiny_model, **kwargs)
     chunked = StaticGemma4Runtime(tiny_model, prefill_chunk=chunk, **kwargs)
     args = (prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)

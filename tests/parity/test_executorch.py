@@ -65,7 +65,9 @@ def test_prefill_decode_and_generation_match_hf(text_setup, tiny_model, report):
 
 def test_generation_with_an_image_matches_hf(tiny_model, image_case, report):
     prompt, max_seq = image_case
-    runtime = StaticGemma4Runtime(tiny_model, max_seq=max_seq, batch_size=2, backend="executorch", **prompt.image_slot)
+    runtime = StaticGemma4Runtime(
+        tiny_model, max_seq=max_seq, batch_size=2, backend="executorch", image_slots=prompt.image_slots
+    )
     theirs = hf_prefill(tiny_model, prompt).logits[torch.arange(2), prompt.last_index]
     args = (prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
     rows = parity.logits_rows(runtime.prefill(*args), theirs, FP32)

@@ -13,16 +13,14 @@ from gemma4_static.oracle.checks.report import assert_rows_pass, merge
 from gemma4_static.oracle.references.samples import image_prompt
 from gemma4_static.runtime import StaticGemma4Runtime
 
+MAX_SEQ = 208
+
 
 @pytest.fixture(scope="module")
 def tiny_setup(tiny_model):
-    prompt = image_prompt(tiny_model.config, text_after=[3])
-    runtime = StaticGemma4Runtime(
-        tiny_model,
-        max_seq=192,
-        **prompt.image_slot,
-        prefill_chunk=96,
-    )
+    """Two image slots of different sizes and vision profiles (64 soft tokens at 70, 121 at 140)."""
+    prompt = image_prompt(tiny_model.config, text_after=[3], then=((2, (48, 48), 140),))
+    runtime = StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, image_slots=prompt.image_slots)
     return runtime, {"pixel_values": prompt.pixel_values, "image_position_ids": prompt.image_position_ids}
 
 
@@ -58,23 +56,28 @@ def test_exported_stages_equal_eager(e2b_model, report):
 
 
 def test_export_stages_writes_programs_and_manifest(tiny_setup, tiny_model, tmp_path):
-    """Every stage of the multimodal model saved and listed in the manifest; a saved program loads
+    """Every stage of the multimodal model (the vision stage at each slot's profile, one fusion per
+    slot) saved and listed in the manifest with the layout's image slots; a saved program loads
     and replays eager. (Each stage's in-memory round-trip on this model is a row of ``verify``,
     run end to end in tests/unit/test_verify_command.py.)"""
     runtime, images = tiny_setup
     manifest = json.loads(export_stages(runtime, tmp_path, representative=True, **images).read_text())
-    assert manifest["max_seq"] == 192 and manifest["batch_size"] == 1
+    assert manifest["max_seq"] == MAX_SEQ and manifest["batch_size"] == 1
+    assert manifest["image_slots"] == [[3, 64], [71, 121]] and manifest["vision_profiles"] == [70, 140]
     names = [stage["name"] for stage in manifest["stages"]]
-    assert names[:4] == ["token_embedding", "per_layer_inputs", "vision_prefill", "fusion"]
+    vision_and_fusion = ["vision_prefill_70", "vision_prefill_140", "fusion0", "fusion1"]
+    assert names[:6] == ["token_embedding", "per_layer_inputs", *vision_and_fusion]
+    vision = {stage["name"]: stage["inputs"][0]["shape"] for stage in manifest["stages"][2:4]}
+    assert vision == {"vision_prefill_70": [1, 280, 48], "vision_prefill_140": [1, 560, 48]}
     assert names[-1] == "lm_head"
     embedding = manifest["stages"][0]
-    assert embedding["inputs"] == [{"shape": [1, 192], "dtype": "int64"}]
-    assert embedding["outputs"] == {"shape": [1, 192, 64], "dtype": "float32"}
+    assert embedding["inputs"] == [{"shape": [1, MAX_SEQ], "dtype": "int64"}]
+    assert embedding["outputs"] == {"shape": [1, MAX_SEQ, 64], "dtype": "float32"}
     for stage in manifest["stages"]:
         assert (tmp_path / stage["file"]).is_file()
     cases = stage_cases(runtime, representative=True, **images)
     assert [case.name for case in cases] == names
-    _assert_every_layer_kind_in_every_mode(cases, tiny_model.config.get_text_config().sliding_window, 192)
+    _assert_every_layer_kind_in_every_mode(cases, tiny_model.config.get_text_config().sliding_window, MAX_SEQ)
     (lm_head,) = [case for case in cases if case.name == "lm_head"]
     assert_rows_pass(parity.replay_rows(lm_head, torch.export.load(tmp_path / "lm_head.pt2")))
 
@@ -88,7 +91,7 @@ def test_exported_vision_stage_is_static(tiny_setup, report):
     data-dependent operator and no unbacked size (HF's pooler takes a max over the positions and
     builds a one-hot from it; ours gets a static pooling matrix from the CPU side)."""
     runtime, images = tiny_setup
-    (case,) = [case for case in stage_cases(runtime, **images) if case.name == "vision_prefill"]
+    (case,) = [case for case in stage_cases(runtime, **images) if case.name == "vision_prefill_70"]
     program = export_case(case)
     assert not program.range_constraints, program.range_constraints
     targets = {str(node.target) for node in program.graph.nodes if node.op == "call_function"}

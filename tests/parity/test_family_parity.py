@@ -212,8 +212,7 @@ def _tester_image_prompt(config, text_after: list[int], *, positions: torch.Tens
         attention_mask=mask,
         pixel_values=torch.rand(batch, TESTER_PATCHES, 75, generator=generator),
         image_position_ids=positions.expand(batch, -1, -1).clone(),
-        visual_start_idx=3,
-        num_visual_tokens=soft,
+        image_slots=((3, soft),),
     )
 
 
@@ -231,7 +230,9 @@ def test_hf_vision_tester_images_of_20_patches_match_hf(vision_tester_model, rep
     their image blocks, prefill logits and greedy tokens equal HF's, ragged batch of 3."""
     model = vision_tester_model
     prompt = _tester_image_prompt(model.config, [9, 4, 1], positions=_grid_with_padding(), soft=4)
-    runtime = StaticGemma4Runtime(model, max_seq=prompt.input_ids.shape[1] + 8, batch_size=3, **prompt.image_slot)
+    runtime = StaticGemma4Runtime(
+        model, max_seq=prompt.input_ids.shape[1] + 8, batch_size=3, image_slots=prompt.image_slots
+    )
     port = StaticRuntimePort.around(runtime, model.config)
     valid, types = prompt.attention_mask.bool(), prompt.mm_token_type_ids
     for implementation in ("eager", "sdpa"):  # image blocks bidirectional on sliding layers
@@ -255,8 +256,10 @@ def test_hf_vision_testers_own_positions_are_refused_as_hf_refuses_them(vision_t
     prompt = _tester_image_prompt(model.config, [5, 3, 1], positions=same_position, soft=1)  # as the tester
     with pytest.raises(RuntimeError, match="split_with_sizes expects split_sizes to sum exactly to 3"):
         model(**prompt.hf_kwargs())
-    runtime = StaticGemma4Runtime(model, max_seq=prompt.input_ids.shape[1], batch_size=3, **prompt.image_slot)
+    runtime = StaticGemma4Runtime(
+        model, max_seq=prompt.input_ids.shape[1], batch_size=3, image_slots=prompt.image_slots
+    )
     with pytest.raises(
-        ValueError, match=r"the images give \[5, 5, 5\] soft tokens, but the layout's num_visual_tokens is 1"
+        ValueError, match=r"the images of image slot 0 give \[5, 5, 5\] soft tokens, but the slot holds 1"
     ):
         runtime.prefill(prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)

@@ -39,14 +39,17 @@ def _left_padded(prompt: Prompt, image_token_id: int | None) -> dict[str, torch.
 def _case(model, kind: str) -> Prompt:
     if kind == "image":
         return image_prompt(model.config, text_after=[0, 9, 4])
+    if kind == "two-images":  # rows with two, one (the second) and one (the first) image of different sizes
+        with_image = [(True, True), (False, True), (True, False)]
+        return image_prompt(model.config, text_after=[0, 9, 4], with_image=with_image, then=((3, (40, 72), 140),))
     window = model.config.get_text_config().sliding_window
     return text_prompt(model.config, [1, window + 3, window // 2], seed=3)  # batch 3, lengths 1 .. past W
 
 
 @pytest.mark.parametrize(
     ("model_name", "kind"),
-    [("tiny", "text"), ("tiny", "image"), ("e2b-geometry", "text")],
-    ids=["tiny-text", "tiny-image", "e2b-geometry-text"],
+    [("tiny", "text"), ("tiny", "image"), ("tiny", "two-images"), ("e2b-geometry", "text")],
+    ids=["tiny-text", "tiny-image", "tiny-two-images", "e2b-geometry-text"],
 )
 def test_left_padded_batch_equals_hf_on_the_same_batch(request, model_name, kind, report):
     model = request.getfixturevalue("tiny_model" if model_name == "tiny" else "e2b_model")
@@ -66,7 +69,9 @@ def test_left_padded_batch_equals_hf_on_the_same_batch(request, model_name, kind
     hf_tokens = hf.sequences[:, hf_inputs["input_ids"].shape[1] :]
     hf_logits = torch.stack(hf.logits, dim=1)  # (B, STEPS, vocab)
 
-    runtime = StaticGemma4Runtime(model, max_seq=prompt.input_ids.shape[1] + STEPS, batch_size=3, **prompt.image_slot)
+    runtime = StaticGemma4Runtime(
+        model, max_seq=prompt.input_ids.shape[1] + STEPS, batch_size=3, image_slots=prompt.image_slots
+    )
     images = {key: hf_inputs[key] for key in ("pixel_values", "image_position_ids") if key in hf_inputs}
     ours = [runtime.prefill(hf_inputs["input_ids"], hf_inputs["attention_mask"], **images)]
     ours += [runtime.decode_one(hf_tokens[:, step : step + 1]) for step in range(STEPS - 1)]

@@ -22,7 +22,8 @@ def _placeholders(model) -> list[int]:
 
 def test_video_and_audio_ids_in_the_prompt_text_match_hf(tiny_model, report):
     prompt = image_prompt(tiny_model.config, text_after=[8, 5])
-    after = prompt.visual_start_idx + prompt.num_visual_tokens + 1  # past eoi
+    ((start, count),) = prompt.image_slots
+    after = start + count + 1  # past eoi
     ids = prompt.input_ids.clone()
     ids[0, after + 1], ids[0, after + 3], ids[1, 1] = (
         tiny_model.config.video_token_id,
@@ -30,13 +31,10 @@ def test_video_and_audio_ids_in_the_prompt_text_match_hf(tiny_model, report):
         tiny_model.config.video_token_id,
     )
     prompt = type(prompt)(**{**prompt.__dict__, "input_ids": ids})
-    runtime = StaticGemma4Runtime(tiny_model, max_seq=ids.shape[1] + 6, batch_size=2, **prompt.image_slot)
+    runtime = StaticGemma4Runtime(tiny_model, max_seq=ids.shape[1] + 6, batch_size=2, image_slots=prompt.image_slots)
     args = (prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
     inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
-    assert (
-        int((inputs.input_ids == runtime.spec.pad_token_id)[:, : ids.shape[1]].sum())
-        >= 3 + 2 * prompt.num_visual_tokens
-    )
+    assert int((inputs.input_ids == runtime.spec.pad_token_id)[:, : ids.shape[1]].sum()) >= 3 + 2 * count
     theirs = hf_prefill(tiny_model, prompt).logits[torch.arange(2), prompt.last_index]
     rows = parity.logits_rows(runtime.prefill(*args), theirs, torch.float32)
     rows += parity.generation_rows(
@@ -50,7 +48,9 @@ def test_decode_fed_each_placeholder_id_matches_hf(tiny_model, report):
     prompt = image_prompt(tiny_model.config, text_after=[4, 2])
     image, video, audio = _placeholders(tiny_model)
     tokens = torch.tensor([[image, 7, video, audio, 9], [audio, image, 11, video, image]])
-    runtime = StaticGemma4Runtime(tiny_model, max_seq=prompt.input_ids.shape[1] + 6, batch_size=2, **prompt.image_slot)
+    runtime = StaticGemma4Runtime(
+        tiny_model, max_seq=prompt.input_ids.shape[1] + 6, batch_size=2, image_slots=prompt.image_slots
+    )
     runtime.prefill(prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
     rows = parity.decode_rows(
         tiny_model, StaticRuntimePort.around(runtime, tiny_model.config), prompt, tokens, torch.float32
@@ -67,7 +67,9 @@ def test_mapping_only_image_ids_is_caught(tiny_model, monkeypatch):
     monkeypatch.setattr(runtime_module, "llm_ids", lambda ids, placeholders, _: torch.where(ids == image, pad, ids))
     prompt = image_prompt(tiny_model.config, text_after=[4, 2])
     _, video, audio = _placeholders(tiny_model)
-    runtime = StaticGemma4Runtime(tiny_model, max_seq=prompt.input_ids.shape[1] + 4, batch_size=2, **prompt.image_slot)
+    runtime = StaticGemma4Runtime(
+        tiny_model, max_seq=prompt.input_ids.shape[1] + 4, batch_size=2, image_slots=prompt.image_slots
+    )
     runtime.prefill(prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
     rows = parity.decode_rows(
         tiny_model,

@@ -56,7 +56,7 @@ def image_case(tiny_model):
         tiny_model,
         max_seq=prompt.input_ids.shape[1] + 3,
         batch_size=3,
-        **prompt.image_slot,
+        image_slots=prompt.image_slots,
     )
     return (
         prompt,
@@ -90,7 +90,8 @@ def test_per_layer_inputs_match_hf(image_case, tiny_model, report):
 
 def test_vision_prefill_matches_get_image_features(image_case, tiny_model, report):
     prompt, _, outputs, _ = image_case
-    assert outputs.soft_tokens.shape[:2] == (3, prompt.num_visual_tokens)
+    ((_, count),) = prompt.image_slots
+    assert [tokens.shape[0] for tokens in outputs.soft_tokens] == [count] * 3
     _check([parity.vision_row(tiny_model, prompt, outputs.soft_tokens, FP32)], report, "vision prefill")
 
 

@@ -46,7 +46,7 @@ def test_generation_across_many_wraps_with_an_image_matches_hf(tiny_model, repor
     prompt = image_prompt(tiny_model.config, text_after=[7, 2], seed=2)
     new = 4 * WINDOW
     runtime = StaticGemma4Runtime(
-        tiny_model, max_seq=prompt.input_ids.shape[1] + new, batch_size=2, **prompt.image_slot
+        tiny_model, max_seq=prompt.input_ids.shape[1] + new, batch_size=2, image_slots=prompt.image_slots
     )
     assert runtime.cache.capacity["sliding_attention"] == WINDOW
     rows = parity.generation_rows(
@@ -102,7 +102,7 @@ def test_decode_after_an_image_across_wraps_matches_hf(tiny_model, report):
     prompt = image_prompt(tiny_model.config, text_after=[5, 1], seed=8)
     steps = 3 * WINDOW + 1
     runtime = StaticGemma4Runtime(
-        tiny_model, max_seq=prompt.input_ids.shape[1] + steps, batch_size=2, **prompt.image_slot
+        tiny_model, max_seq=prompt.input_ids.shape[1] + steps, batch_size=2, image_slots=prompt.image_slots
     )
     runtime.prefill(prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
     rows = parity.decode_rows(

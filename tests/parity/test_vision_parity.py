@@ -54,7 +54,7 @@ def test_vision_stage_matches_hf(vision_model, images, report):
 def _prefill_and_generation_rows(model, prompt, **runtime_options) -> list:
     """Last-token logits of a batch-2 image prompt and 6 greedy tokens, the runtime against HF."""
     runtime = StaticGemma4Runtime(
-        model, max_seq=prompt.input_ids.shape[1] + 6, batch_size=2, **prompt.image_slot, **runtime_options
+        model, max_seq=prompt.input_ids.shape[1] + 6, batch_size=2, image_slots=prompt.image_slots, **runtime_options
     )
     args = (prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
     theirs = hf_prefill(model, prompt).logits[torch.arange(2), prompt.last_index]
@@ -69,7 +69,8 @@ def test_image_prefill_and_generation_match_hf(vision_model, text_before, image_
     """The image slot at different offsets, ragged rows: last-token logits and 6 greedy tokens."""
     prompt = image_prompt(vision_model.config, text_after=[5, 2], text_before=text_before, image_size=image_size)
     rows = _prefill_and_generation_rows(vision_model, prompt)
-    report(f"image at {prompt.visual_start_idx}, {prompt.num_visual_tokens} soft tokens: logits {rows[0].value:.3g}")
+    ((start, count),) = prompt.image_slots
+    report(f"image at {start}, {count} soft tokens: logits {rows[0].value:.3g}")
     assert_rows_pass(rows)
 
 
@@ -100,7 +101,9 @@ def test_rows_whose_slot_holds_text_match_hf(vision_model, with_image, report):
 def test_an_image_with_more_patches_than_the_profile_is_refused(vision_model):
     big = image_prompt(vision_model.config, text_after=[1], image_size=(40, 72))
     images = processed_images(vision_model.config, [(400, 400)], profile=140)
-    runtime = StaticGemma4Runtime(vision_model, max_seq=big.input_ids.shape[1] + 2, batch_size=1, **big.image_slot)
+    runtime = StaticGemma4Runtime(
+        vision_model, max_seq=big.input_ids.shape[1] + 2, batch_size=1, image_slots=big.image_slots
+    )
     patches = int((images["image_position_ids"] != -1).any(dim=-1).sum())
     with pytest.raises(ValueError, match=rf"an image has {patches} patches .* vision profile of 70 soft tokens"):
         runtime.prefill(big.input_ids, big.attention_mask, images["pixel_values"], images["image_position_ids"])

@@ -83,7 +83,16 @@ def runtime(tiny_model):
     return api.StaticGemma4Runtime(tiny_model, max_seq=12, batch_size=2)
 
 
-CONSTRUCTOR_ARGS = ("max_seq", "batch_size", "visual_start_idx", "num_visual_tokens", "prefill_chunk", "sliding_cache")
+CONSTRUCTOR_ARGS = (
+    "max_seq",
+    "batch_size",
+    "image_slots",
+    "visual_start_idx",
+    "num_visual_tokens",
+    "vision_profile",
+    "prefill_chunk",
+    "sliding_cache",
+)
 
 
 @pytest.mark.parametrize("name", CONSTRUCTOR_ARGS)
@@ -92,8 +101,10 @@ def test_runtime_constructor(tiny_model, name, value):
     options = {"max_seq": 12, "batch_size": 1, name: value}
     if name == "visual_start_idx":
         options["num_visual_tokens"] = 4
-    if name == "num_visual_tokens":
+    if name in ("num_visual_tokens", "vision_profile"):
         options["visual_start_idx"] = 1
+    if name == "vision_profile":
+        options["num_visual_tokens"] = 4
     if isinstance(value, int) and abs(value) > 4096 and name in ("max_seq", "batch_size"):
         value = options[name] = 4097  # valid but slow to allocate: the check is on the type and range
     _outcome(name, lambda: api.StaticGemma4Runtime(tiny_model, **options))

@@ -25,7 +25,7 @@ def image_setup(tiny_model):
         tiny_model,
         max_seq=prompt.input_ids.shape[1] + 2,
         batch_size=2,
-        **prompt.image_slot,
+        image_slots=prompt.image_slots,
     )
     return prompt, runtime
 
@@ -74,41 +74,53 @@ def test_image_placeholders_without_an_image_slot(text_runtime, tiny_model):
 def test_image_token_count_must_match_the_slot(image_setup):
     prompt, runtime = image_setup
     ids = prompt.input_ids.clone()
-    ids[1, prompt.visual_start_idx] = 7  # one placeholder fewer in row 1
-    with pytest.raises(ValueError, match=rf"row 1 holds {prompt.num_visual_tokens - 1} image placeholder tokens"):
+    ((start, count),) = prompt.image_slots
+    ids[1, start] = 7  # one placeholder fewer in row 1
+    with pytest.raises(
+        ValueError,
+        match=rf"row 1 holds {count - 1} image placeholder tokens in the image slot \[{start}, {start + count}\)",
+    ):
         runtime.prefill(ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
 
 
-def test_image_slot_start_must_match(image_setup):
+def test_image_placeholders_must_fill_a_slot(image_setup, tiny_model):
     prompt, runtime = image_setup
     ids = prompt.input_ids.clone()
-    start, count = prompt.visual_start_idx, prompt.num_visual_tokens
+    ((start, count),) = prompt.image_slots
     ids[0, start : start + count + 1] = torch.cat((torch.tensor([7]), ids[0, start : start + count]))
-    with pytest.raises(ValueError, match=rf"row 0's image placeholders sit at {start + 1}\.\.{start + count}"):
+    with pytest.raises(ValueError, match=rf"row 0 holds {count - 1} image placeholder tokens in the image slot"):
+        runtime.prefill(ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
+    ids = prompt.input_ids.clone()
+    ids[0, start - 2] = tiny_model.config.image_token_id  # a stray placeholder before the slot
+    with pytest.raises(
+        ValueError, match=rf"row 0 holds image placeholders at {start - 2}\.\.{start - 2} outside the image slots"
+    ):
         runtime.prefill(ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
 
 
 def test_image_placeholders_need_pixel_values(image_setup):
     prompt, runtime = image_setup
-    with pytest.raises(ValueError, match=r"2 rows hold image placeholders: pixel_values and image_position_ids are"):
+    with pytest.raises(ValueError, match=r"2 image slots hold image placeholders: pixel_values and image_position_ids"):
         runtime.prefill(prompt.input_ids, prompt.attention_mask)
 
 
-def test_one_image_per_row_holding_placeholders(image_setup):
+def test_one_image_per_slot_holding_placeholders(image_setup):
     """Two rows hold placeholders: two images, not one (HF's processor returns one per image)."""
     prompt, runtime = image_setup
-    with pytest.raises(ValueError, match=r"pixel_values must be \(images=2: one per row holding image placeholders"):
+    with pytest.raises(ValueError, match=r"pixel_values must be \(images=2: one per image slot holding placeholders"):
         runtime.prefill(prompt.input_ids, prompt.attention_mask, prompt.pixel_values[:1], prompt.image_position_ids[:1])
 
 
 def test_image_must_give_the_slot_size(image_setup, tiny_model):
     prompt, _ = image_setup
-    runtime = StaticGemma4Runtime(
-        tiny_model, max_seq=90, batch_size=2, visual_start_idx=3, num_visual_tokens=prompt.num_visual_tokens - 4
-    )
+    ((_, count),) = prompt.image_slots
+    runtime = StaticGemma4Runtime(tiny_model, max_seq=90, batch_size=2, image_slots=[(3, count - 4)])
     ids = torch.full((2, 80), 7)
-    ids[:, 3 : 3 + prompt.num_visual_tokens - 4] = tiny_model.config.image_token_id
-    with pytest.raises(ValueError, match=r"the images give \[\d+, \d+\] soft tokens, but the layout's num_visual"):
+    ids[:, 3 : 3 + count - 4] = tiny_model.config.image_token_id
+    with pytest.raises(
+        ValueError,
+        match=rf"the images of image slot 0 give \[{count}, {count}\] soft tokens, but the slot holds {count - 4}",
+    ):
         runtime.prefill(ids, None, prompt.pixel_values, prompt.image_position_ids)
 
 
@@ -117,7 +129,7 @@ def test_pixel_values_for_a_text_only_model(e2b_model, image_setup):
     runtime = StaticGemma4Runtime(e2b_model, max_seq=8)
     with pytest.raises(ValueError, match=r"pixel_values given, but this model has no vision tower"):
         runtime.prefill(torch.full((1, 4), 7), None, prompt.pixel_values[:1], prompt.image_position_ids[:1])
-    with pytest.raises(ValueError, match=r"an image slot .* needs a model with a vision tower"):
+    with pytest.raises(ValueError, match=r"image slots need a model with a vision tower"):
         StaticGemma4Runtime(e2b_model, max_seq=8, visual_start_idx=1, num_visual_tokens=2)
 
 
@@ -156,14 +168,44 @@ def test_gemma4_unified_is_rejected_by_name():
     [
         ({"max_seq": 0}, r"max_seq must be a positive int, got 0"),
         ({"max_seq": 8, "batch_size": 0}, r"batch_size must be a positive int, got 0"),
-        ({"max_seq": 8, "visual_start_idx": 2}, r"visual_start_idx and num_visual_tokens must be given together"),
-        ({"max_seq": 8, "visual_start_idx": 6, "num_visual_tokens": 4}, r"the image slot \[6, 10\) does not fit"),
-        ({"max_seq": 8, "visual_start_idx": -1, "num_visual_tokens": 4}, r"visual_start_idx must be an int >= 0"),
+        ({"max_seq": 8, "image_slots": [(6, 4)]}, r"image_slots: the image slot \[6, 10\) does not fit in max_seq=8"),
+        (
+            {"max_seq": 8, "image_slots": [(-1, 4)]},
+            r"image_slots: an image slot's start must be >= 0 and its tokens >= 1",
+        ),
+        ({"max_seq": 8, "image_slots": [(1, 0)]}, r"its tokens >= 1, got \(1, 0\)"),
+        ({"max_seq": 16, "image_slots": [(4, 4), (2, 1)]}, r"in order and disjoint, .* starting at 2 begins before"),
+        ({"max_seq": 16, "image_slots": [(2, 4), (5, 1)]}, r"in order and disjoint, .* starting at 5 begins before"),
+        ({"max_seq": 16, "image_slots": [(2, 4)]}, r"vision_profile must give one profile per image slot \(1\)"),
+        ({"max_seq": 16, "image_slots": [(2, 4)], "vision_profiles": (60,)}, r"vision_profile must be one of"),
     ],
 )
 def test_bad_layouts(kwargs, message):
     with pytest.raises(ValueError, match=message):
         StaticLayout(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"visual_start_idx": 2}, ValueError, r"visual_start_idx and num_visual_tokens must be given together"),
+        (
+            {"visual_start_idx": 2, "num_visual_tokens": 4, "image_slots": [(2, 4)]},
+            ValueError,
+            r"give image_slots or its one-slot shorthand visual_start_idx/num_visual_tokens, not both",
+        ),
+        ({"visual_start_idx": -1, "num_visual_tokens": 4}, ValueError, r"visual_start_idx/num_visual_tokens: an image"),
+        ({"visual_start_idx": 6, "num_visual_tokens": 4}, ValueError, r"num_visual_tokens: the image slot \[6, 10\)"),
+        ({"image_slots": 3}, TypeError, r"image_slots must be a sequence of \(start, tokens\) pairs, got 3"),
+        ({"image_slots": [3, 4]}, TypeError, r"image_slots must give \(start, tokens\) pairs of ints, got 3"),
+        ({"image_slots": [(1.0, 4)]}, TypeError, r"image_slots must give \(start, tokens\) pairs of ints"),
+        ({"vision_profile": 70}, ValueError, r"vision_profile=70 is given, but the layout has no image slot"),
+        ({"image_slots": [(1, 2), (4, 2)], "vision_profile": [70]}, ValueError, r"one profile per image slot \(2\)"),
+    ],
+)
+def test_bad_image_slot_arguments(tiny_model, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        StaticGemma4Runtime(tiny_model, max_seq=8, **kwargs)
 
 
 def test_decode_past_max_seq_says_cache_is_full(tiny_model):
@@ -233,15 +275,12 @@ def test_reusing_layer_needs_the_producers_kv(text_runtime):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"vision_profile": 100}, r"vision_profile must be one of \(70, 140, 280, 560, 1120\) and at least num_visual"),
-        ({"vision_profile": 70, "num_visual_tokens": 80}, r"at least num_visual_tokens=80, got 70"),
-        (
-            {"vision_profile": 70, "visual_start_idx": None, "num_visual_tokens": None},
-            r"vision_profile is given exactly",
-        ),
+        ({"vision_profile": 100}, r"vision_profile must be one of \(70, 140, 280, 560, 1120\) and at least the slot"),
+        ({"vision_profile": 70, "num_visual_tokens": 80}, r"at least the slot's tokens=80, got 70"),
+        ({"vision_profile": [70, 140]}, r"vision_profile must give one profile per image slot \(1\), got \(70, 140\)"),
         (
             {"num_visual_tokens": 2000, "max_seq": 4096},
-            r"num_visual_tokens=2000 exceeds the largest vision profile 1120",
+            r"an image slot of 2000 tokens exceeds the largest vision profile 1120",
         ),
     ],
 )

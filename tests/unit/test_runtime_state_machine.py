@@ -1,6 +1,7 @@
 """A stateful parity fuzzer: hypothesis drives one runtime through random sequences of prefills
-(ragged, right- or left-padded, chunked or not, ring or full layout, with an image or text in the
-image slot of each row on the image runtime), decode steps (random ids, placeholder ids included),
+(ragged, right- or left-padded, chunked or not, ring or full layout; on the image runtime two image
+slots of different sizes, one after BOS and one mid-prompt, each row holding 0, 1 or 2 images and
+text in the slots it leaves empty), decode steps (random ids, placeholder ids included),
 greedy generation, resets and calls that must fail; after every successful step the logits equal
 HF's on the same token history (HF re-run without a cache on the whole history, row by row), after
 every failing call the error is a ``ValueError`` / ``TypeError`` and the runtime keeps working.
@@ -37,18 +38,23 @@ MAX_SEQ = 16
 # for the deliberately broken runtimes: stop at the first failure (no shrinking), derandomized
 FAULT_HUNT = settings(stateful_step_count=12, max_examples=40, phases=[Phase.generate], derandomize=True)
 KINDS = ("text", "text-chunked", "text-full-layout", "image")
+SECOND_IMAGE = ((3, (40, 72), 70),)  # 3 text tokens after the first image, then an image of 66 soft tokens
 
 
 @pytest.fixture(scope="module")
 def machine(tiny_model):
     """The state machine class, bound to the session's tiny model and one runtime per kind."""
-    image = image_prompt(tiny_model.config, text_after=[2, 1], seed=1)
+    image = image_prompt(tiny_model.config, text_after=[3, 3], seed=1, then=SECOND_IMAGE)
     runtimes = {
         "text": StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=2),
         "text-chunked": StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=2, prefill_chunk=4),
         "text-full-layout": StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=2, sliding_cache="full"),
         "image": StaticGemma4Runtime(
-            tiny_model, max_seq=image.input_ids.shape[1] + 8, batch_size=2, prefill_chunk=None, **image.image_slot
+            tiny_model,
+            max_seq=image.input_ids.shape[1] + 8,
+            batch_size=2,
+            prefill_chunk=None,
+            image_slots=image.image_slots,
         ),
     }
     config = tiny_model.config
@@ -88,13 +94,12 @@ def machine(tiny_model):
             lengths=st.lists(st.integers(1, 9), min_size=2, max_size=2),
             seed=st.integers(0, 99),
             padding=st.sampled_from(["right", "left"]),
+            images=st.lists(st.tuples(st.booleans(), st.booleans()), min_size=2, max_size=2),
         )
-        def prefill(self, lengths, seed, padding):
-            if self.kind == "image":  # 0, 1 or 2 rows with an image (a length divisible by 3: text in the slot)
-                images = [length % 3 != 0 for length in lengths]
-                prompt = image_prompt(
-                    config, text_after=[length % 4 for length in lengths], seed=seed, with_image=images
-                )
+        def prefill(self, lengths, seed, padding, images):
+            if self.kind == "image":  # each row fills either slot with an image or with text
+                after = [length % 4 for length in lengths]
+                prompt = image_prompt(config, text_after=after, seed=seed, with_image=images, then=SECOND_IMAGE)
             else:
                 prompt = text_prompt(config, lengths, seed=seed)
             ids, mask = prompt.left_padded() if padding == "left" else (prompt.input_ids, prompt.attention_mask)

@@ -1,5 +1,5 @@
-"""Static inputs: the layout, each row's tokens first and padded to ``max_seq``, image placeholders, validity, lengths,
-and the checks of what a caller feeds the runtime (decode ids, images)."""
+"""Static inputs: each row's tokens first and padded to ``max_seq``, image placeholders, validity,
+lengths, and the checks of what a caller feeds the runtime (decode ids, EOS ids)."""
 
 from __future__ import annotations
 
@@ -8,82 +8,8 @@ from typing import Any
 
 import torch
 
-from .cache import SLIDING_CACHES
-from .checks import positive_int, valid_token_mask
-from .vision import VISION_PROFILES
-
-
-@dataclass(frozen=True)
-class StaticLayout:
-    """The fixed shapes a deployment is compiled for.
-
-    ``visual_start_idx``/``num_visual_tokens`` describe the one image slot per row (both ``None``
-    for text-only): soft tokens occupy ``[visual_start_idx, visual_start_idx + num_visual_tokens)``.
-    ``prefill_chunk`` (``None``: single shot) must tile ``max_seq`` and keep the image slot inside
-    one chunk (its tokens attend to each other bidirectionally, which a chunk cannot do across a
-    later chunk). ``sliding_cache`` is the KV layout of sliding layers (``"ring"``: ``sliding_window``
-    slots; ``"full"``: ``max_seq``). ``vision_profile`` is the soft-token budget the images are processed at (one of
-    :data:`VISION_PROFILES`, at least ``num_visual_tokens``; ``None`` without an image slot).
-    """
-
-    max_seq: int
-    batch_size: int = 1
-    visual_start_idx: int | None = None
-    num_visual_tokens: int | None = None
-    prefill_chunk: int | None = None
-    vision_profile: int | None = None
-    sliding_cache: str = "ring"
-
-    def __post_init__(self) -> None:
-        positive_int(self.max_seq, "max_seq")
-        positive_int(self.batch_size, "batch_size")
-        if (self.visual_start_idx is None) != (self.num_visual_tokens is None):
-            raise ValueError(
-                "visual_start_idx and num_visual_tokens must be given together, got "
-                f"visual_start_idx={self.visual_start_idx!r}, num_visual_tokens={self.num_visual_tokens!r}"
-            )
-        if self.has_image_slot:
-            start, count = self.visual_start_idx, self.num_visual_tokens
-            if not isinstance(start, int) or not isinstance(count, int) or start < 0 or count < 1:
-                raise ValueError(
-                    f"visual_start_idx must be an int >= 0 and num_visual_tokens an int >= 1, got {start!r}, {count!r}"
-                )
-            if start + count > self.max_seq:
-                raise ValueError(
-                    f"visual_start_idx={start} and num_visual_tokens={count}: the image slot "
-                    f"[{start}, {start + count}) does not fit in max_seq={self.max_seq}"
-                )
-        if self.prefill_chunk is not None:
-            self._check_chunk()
-        if self.sliding_cache not in SLIDING_CACHES:
-            raise ValueError(f"sliding_cache must be one of {SLIDING_CACHES}, got {self.sliding_cache!r}")
-        if self.has_image_slot != (self.vision_profile is not None):
-            raise ValueError("vision_profile is given exactly when the layout has an image slot")
-        if self.has_image_slot and (
-            self.vision_profile not in VISION_PROFILES or self.vision_profile < self.num_visual_tokens
-        ):
-            raise ValueError(
-                f"vision_profile must be one of {VISION_PROFILES} and at least num_visual_tokens="
-                f"{self.num_visual_tokens}, got {self.vision_profile!r}"
-            )
-
-    def _check_chunk(self) -> None:
-        chunk = self.prefill_chunk
-        if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1:
-            raise ValueError(f"prefill_chunk must be a positive int or None, got {chunk!r}")
-        if self.max_seq % chunk:
-            raise ValueError(f"prefill_chunk={chunk} must divide max_seq={self.max_seq}")
-        if self.has_image_slot:
-            first, last = self.visual_start_idx, self.visual_start_idx + self.num_visual_tokens - 1
-            if first // chunk != last // chunk:
-                raise ValueError(
-                    f"the image slot [{first}, {last + 1}) crosses a boundary of prefill_chunk={chunk}; "
-                    "choose visual_start_idx and prefill_chunk so that the image lies inside one chunk"
-                )
-
-    @property
-    def has_image_slot(self) -> bool:
-        return self.num_visual_tokens is not None
+from .checks import valid_token_mask
+from .layout import StaticLayout
 
 
 @dataclass(frozen=True)
@@ -93,7 +19,8 @@ class StaticInputs:
     ``input_ids``: LLM-side ids (multimodal placeholders replaced by the pad id, right-padded with it);
     ``raw_ids``: the given valid ids first, right-padded with the pad id (placeholders kept); ``valid``: bool,
     ``True`` for prompt tokens; ``valid_length``: ``(B,)`` prompt lengths; ``mm_token_type_ids``:
-    ``1`` on the image slot of the rows that hold an image, ``0`` elsewhere.
+    ``1`` on the image slots a row fills with an image, ``0`` elsewhere; ``filled_slots``: ``(B,
+    slots)`` bool, which image slots of each row hold an image (the others hold text).
     """
 
     input_ids: torch.Tensor
@@ -101,11 +28,18 @@ class StaticInputs:
     valid: torch.Tensor
     valid_length: torch.Tensor
     mm_token_type_ids: torch.Tensor
+    filled_slots: torch.Tensor
 
     @property
-    def image_rows(self) -> torch.Tensor:
-        """``(B,)`` bool: the rows whose image slot holds an image (the others hold text there)."""
-        return self.mm_token_type_ids.bool().any(dim=1)
+    def image_count(self) -> int:
+        """How many images the prompt holds (one per filled slot)."""
+        return int(self.filled_slots.sum())
+
+    def image_index(self) -> torch.Tensor:
+        """``(B, slots)`` long: which of the caller's images fills each (row, slot), in HF's order
+        (row by row, slot by slot); ``-1`` where the slot holds text."""
+        order = self.filled_slots.flatten().long().cumsum(0).view_as(self.filled_slots) - 1
+        return torch.where(self.filled_slots, order, -1)
 
 
 def build_static_inputs(
@@ -124,9 +58,9 @@ def build_static_inputs(
     ``attention_mask=None`` means all valid. The static layout puts every row's valid tokens first
     (a left-padded row moves to the front: positions count from a row's first valid token, as HF's
     generate does, and RoPE and the masks depend only on distances between valid tokens). With an
-    image slot, a row holds either exactly ``num_visual_tokens`` image placeholders at
-    ``[visual_start_idx, visual_start_idx + num_visual_tokens)`` counted from its first valid
-    token, or none (text in the slot); without one, none. Every
+    each image slot ``(start, tokens)``, a row holds either exactly ``tokens`` image placeholders at
+    ``[start, start + tokens)`` counted from its first valid token, or none (text in the slot);
+    outside the slots, none. Every
     ``placeholder_token_ids`` entry (image, video, audio) becomes the pad id on the LLM side,
     wherever it stands, as HF does.
     """
@@ -165,7 +99,7 @@ def build_static_inputs(
     raw = torch.where(static_valid, input_ids.long().gather(1, source), pad_token_id)
 
     is_image = (raw == image_token_id) & static_valid if image_token_id is not None else torch.zeros_like(static_valid)
-    mm_token_type_ids = _check_image_slot(is_image, layout)
+    filled_slots = _check_image_slots(is_image, layout)
     is_placeholder = torch.isin(raw, torch.tensor(placeholder_token_ids, dtype=torch.long)) | is_image
     out_of_vocab = static_valid & ~is_placeholder & ((raw < 0) | (raw >= vocab_size))
     if out_of_vocab.any():
@@ -176,35 +110,41 @@ def build_static_inputs(
         raw_ids=raw,
         valid=static_valid,
         valid_length=valid_length,
-        mm_token_type_ids=mm_token_type_ids,
+        mm_token_type_ids=is_image.long(),
+        filled_slots=filled_slots,
     )
 
 
-def _check_image_slot(is_image: torch.Tensor, layout: StaticLayout) -> torch.Tensor:
-    """The ``(B, max_seq)`` token types (1 = an image fills the row's slot); a row either fills the
-    slot with image placeholders or holds none (its slot is text); errors when placeholders miss it."""
-    slot = torch.zeros_like(is_image)
-    if layout.has_image_slot:
-        slot[:, layout.visual_start_idx : layout.visual_start_idx + layout.num_visual_tokens] = True
-    filled = slot & is_image.any(dim=1, keepdim=True)
-    if torch.equal(is_image, filled):
-        return filled.long()
-    if not layout.has_image_slot:
+def _check_image_slots(is_image: torch.Tensor, layout: StaticLayout) -> torch.Tensor:
+    """``(B, slots)`` bool, which slots each row fills with image placeholders ``is_image (B, max_seq)``;
+    a slot holds all its placeholders or none (text), and no placeholder stands outside the slots."""
+    filled = torch.zeros(is_image.shape[0], len(layout.image_slots), dtype=torch.bool)
+    covered = torch.zeros_like(is_image)
+    for index, (start, count) in enumerate(layout.image_slots):
+        held = is_image[:, start : start + count].sum(dim=1)
+        partial = (held != 0) & (held != count)
+        if partial.any():
+            row = int(partial.nonzero()[0])
+            raise ValueError(
+                f"row {row} holds {int(held[row])} image placeholder tokens in the image slot [{start}, "
+                f"{start + count}), expected {count} (or none: the slot then holds text)"
+            )
+        filled[:, index] = held == count
+        covered[:, start : start + count] = True
+    stray = is_image & ~covered
+    if stray.any():
+        if not layout.has_image_slot:
+            raise ValueError(
+                f"input_ids hold {int(is_image.sum())} image placeholder tokens, but the layout has no image slot "
+                "(give image_slots)"
+            )
+        row = int(stray.any(dim=1).nonzero()[0])
+        positions = stray[row].nonzero().flatten().tolist()
         raise ValueError(
-            f"input_ids hold {int(is_image.sum())} image placeholder tokens, but the layout has no image slot "
-            "(give visual_start_idx and num_visual_tokens)"
+            f"row {row} holds image placeholders at {positions[0]}..{positions[-1]} outside the image slots "
+            f"{[(start, start + count) for start, count in layout.image_slots]} (as [start, end))"
         )
-    row = int((is_image != filled).any(dim=1).nonzero()[0])
-    positions = is_image[row].nonzero().flatten().tolist()
-    if len(positions) != layout.num_visual_tokens:
-        raise ValueError(
-            f"row {row} holds {len(positions)} image placeholder tokens, "
-            f"expected num_visual_tokens={layout.num_visual_tokens} (or none: the slot then holds text)"
-        )
-    raise ValueError(
-        f"row {row}'s image placeholders sit at {positions[0]}..{positions[-1]}, expected the contiguous slot "
-        f"starting at visual_start_idx={layout.visual_start_idx}"
-    )
+    return filled
 
 
 def check_next_ids(next_ids: Any, *, batch_size: int, vocab_size: int) -> torch.Tensor:

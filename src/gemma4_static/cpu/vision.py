@@ -11,25 +11,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from ..spec import VisionSpec
 from .checks import floating_dtype, mask_fill_value
 
-if TYPE_CHECKING:
-    from .inputs import StaticLayout
-
 VISION_PROFILES = (70, 140, 280, 560, 1120)  # the soft-token budgets HF's Gemma 4 image processor supports
 
 
-def smallest_profile(num_visual_tokens: int) -> int:
-    """The smallest profile that holds ``num_visual_tokens`` soft tokens."""
+def smallest_profile(tokens: int) -> int:
+    """The smallest profile that holds ``tokens`` soft tokens."""
     for profile in VISION_PROFILES:
-        if profile >= num_visual_tokens:
+        if profile >= tokens:
             return profile
-    raise ValueError(f"num_visual_tokens={num_visual_tokens} exceeds the largest vision profile {VISION_PROFILES[-1]}")
+    raise ValueError(f"an image slot of {tokens} tokens exceeds the largest vision profile {VISION_PROFILES[-1]}")
 
 
 @dataclass(frozen=True)
@@ -108,7 +105,7 @@ def build_vision_inputs(
     """
     dtype = floating_dtype(dtype)
     fill = mask_fill_value(mask_value, dtype)
-    _check_position_ids_type(image_position_ids)
+    check_position_ids_type(image_position_ids)
     kernel = spec.pooling_kernel_size
     budget = profile * kernel**2
     if image_position_ids.dim() != 3 or image_position_ids.shape[1:] != (budget, 2):
@@ -147,7 +144,7 @@ def fit_patches(
     nothing HF computes: padded patches are masked out of the encoder and pooled into no soft token,
     and the stage is indifferent to patch order. ``ValueError`` naming both numbers when an image
     has more valid patches than the budget."""
-    _check_position_ids_type(image_position_ids)
+    check_position_ids_type(image_position_ids)
     budget = profile * spec.pooling_kernel_size**2
     valid = (image_position_ids != -1).any(dim=-1)
     most = int(valid.sum(dim=-1).max())
@@ -165,75 +162,6 @@ def fit_patches(
     return pixels.gather(1, order.expand(-1, -1, width)), positions.gather(1, order.expand(-1, -1, 2))
 
 
-def _check_position_ids_type(image_position_ids: Any) -> None:
+def check_position_ids_type(image_position_ids: Any) -> None:
     if not isinstance(image_position_ids, torch.Tensor) or image_position_ids.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"image_position_ids must be an integer torch.Tensor (N, P, 2), got {image_position_ids!r}")
-
-
-def check_image_inputs(
-    pixel_values: Any,
-    image_position_ids: Any,
-    layout: StaticLayout,
-    *,
-    vision: VisionSpec | None,
-    image_rows: torch.Tensor,
-) -> bool:
-    """Whether images are given; ``ValueError`` unless images, model (``vision`` is ``None`` without a
-    vision tower), the layout's image slot and the rows whose slot holds placeholders (``image_rows
-    (B,)``) agree: one image per such row, in row order, as HF's processor returns them."""
-    count = int(image_rows.sum())
-    if pixel_values is None:
-        if count:
-            raise ValueError(f"{count} rows hold image placeholders: pixel_values and image_position_ids are required")
-        if image_position_ids is not None:
-            raise ValueError("image_position_ids given without pixel_values")
-        return False
-    if vision is None:
-        raise ValueError("pixel_values given, but this model has no vision tower (text-only Gemma 4)")
-    if not layout.has_image_slot:
-        raise ValueError("pixel_values given, but the layout has no image slot (visual_start_idx, num_visual_tokens)")
-    if image_position_ids is None:
-        raise ValueError("pixel_values need image_position_ids (from the Gemma 4 image processor)")
-    _check_position_ids_type(image_position_ids)
-    if (
-        not isinstance(pixel_values, torch.Tensor)
-        or pixel_values.dim() != 3
-        or pixel_values.shape[0] != count
-        or pixel_values.shape[2] != 3 * vision.patch_size**2
-        or image_position_ids.shape[:2] != pixel_values.shape[:2]
-    ):
-        raise ValueError(
-            f"pixel_values must be (images={count}: one per row holding image placeholders, patches, "
-            f"3 * patch_size^2={3 * vision.patch_size**2}) with image_position_ids (images, patches, 2), "
-            f"got {_shape(pixel_values)} and {_shape(image_position_ids)}"
-        )
-    return True
-
-
-def image_slot_inputs(
-    pixel_values: torch.Tensor,
-    image_position_ids: torch.Tensor,
-    image_rows: torch.Tensor,
-    spec: VisionSpec,
-    layout: StaticLayout,
-    dtype: torch.dtype,
-    mask_value: float | None,
-) -> tuple[torch.Tensor, VisionInputs]:
-    """The vision stage's pixel values ``(B, P, .)``, one image per row at the layout's profile
-    (:func:`fit_patches`; the images ``(N, ...)`` belong to the ``image_rows (B,)`` in order, and a
-    row whose slot holds text borrows one, to be dropped at fusion), and its CPU-side inputs
-    (:func:`build_vision_inputs`); ``ValueError`` unless every image's soft tokens fill the slot."""
-    each_row = (image_rows.long().cumsum(0) - 1).clamp(min=0)
-    profile = layout.vision_profile
-    pixel_values, positions = fit_patches(pixel_values[each_row], image_position_ids[each_row], spec, profile=profile)
-    vision = build_vision_inputs(spec, positions, profile=profile, dtype=dtype, mask_value=mask_value)
-    if (vision.soft_tokens != layout.num_visual_tokens).any():
-        raise ValueError(
-            f"the images give {vision.soft_tokens[image_rows].tolist()} soft tokens, "
-            f"but the layout's num_visual_tokens is {layout.num_visual_tokens}"
-        )
-    return pixel_values, vision
-
-
-def _shape(value: Any) -> Any:
-    return tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__

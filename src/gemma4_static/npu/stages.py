@@ -14,29 +14,28 @@ from .vision import VisionEncoder
 
 @dataclass(frozen=True)
 class Stages:
-    """The fixed-shape stages a deployment runs; ``vision``/``fusion`` are ``None`` without an image slot
-    (``vision`` also for a text-only model); ``per_layer_inputs`` is :class:`NoPerLayerInputs` (no
+    """The fixed-shape stages a deployment runs; ``vision`` is ``None`` for a text-only model and
+    ``fusions`` holds one fusion per image slot (none without); ``per_layer_inputs`` is :class:`NoPerLayerInputs` (no
     NPU stage) for a model without per-layer embeddings."""
 
     embedding: TokenEmbedding
     per_layer_inputs: PerLayerInputs | NoPerLayerInputs
     vision: VisionEncoder | None
-    fusion: FixedSlotFusion | None
+    fusions: tuple[FixedSlotFusion, ...]
     layers: tuple[DecoderLayer, ...]
     lm_head: LMHead
 
 
-def build_stages(spec: ModelSpec, weights: ModelWeights, *, image_slot: tuple[int, int] | None) -> Stages:
-    """The stages of ``spec``; ``image_slot`` is ``(visual_start_idx, num_visual_tokens)`` or ``None``."""
+def build_stages(spec: ModelSpec, weights: ModelWeights, *, image_slots: tuple[tuple[int, int], ...]) -> Stages:
+    """The stages of ``spec``; ``image_slots`` are the layout's ``(start, tokens)`` pairs."""
     vision = None if weights.vision is None else VisionEncoder(spec.vision, weights.vision)
-    fusion = None if image_slot is None else FixedSlotFusion(*image_slot, spec.hidden_size, spec.dtype)
     return Stages(
         embedding=TokenEmbedding(weights.embed_tokens, spec.hidden_size**0.5),
         per_layer_inputs=(
             NoPerLayerInputs(spec.num_layers) if weights.per_layer is None else PerLayerInputs(spec, weights.per_layer)
         ),
         vision=vision,
-        fusion=fusion,
+        fusions=tuple(FixedSlotFusion(*slot, spec.hidden_size, spec.dtype) for slot in image_slots),
         layers=tuple(
             DecoderLayer(layer, eps=spec.rms_norm_eps, num_kv_heads=spec.text.spec(layer_type).num_kv_heads)
             for layer, layer_type in zip(weights.layers, spec.text.layer_types, strict=True)

@@ -33,13 +33,13 @@ class NotExposed(Exception):
 
 @dataclass(frozen=True)
 class PortSetup:
-    """The static sizes a check asks a port for: batch, static length, and optionally one image slot
-    ``[visual_start_idx, visual_start_idx + num_visual_tokens)`` and a prefill chunk length."""
+    """The static sizes a check asks a port for: batch, static length, the image slots ``((start,
+    tokens), ...)`` (image ``i`` of a row fills ``[start, start + tokens)`` of slot ``i``) and a
+    prefill chunk length."""
 
     max_seq: int
     batch_size: int = 1
-    visual_start_idx: int | None = None
-    num_visual_tokens: int | None = None
+    image_slots: tuple[tuple[int, int], ...] = ()
     prefill_chunk: int | None = None
 
 
@@ -63,13 +63,13 @@ class PortPrefill:
     """A prefill's results: ``logits (B, vocab)`` at each row's last valid token and, where the port
     exposes them, the embeddings after fusion and each layer's output (``hidden_states``, ``(B, S,
     H)`` each, HF's ``output_hidden_states`` order without the final norm), the per-layer inputs
-    ``(B, S, L, P)``, the soft tokens ``(N, T, H)`` and every layer's logits ``all_logits (B, S,
-    vocab)``."""
+    ``(B, S, L, P)``, the soft tokens (one ``(T_i, H)`` per image, in the prompt's order) and every
+    layer's logits ``all_logits (B, S, vocab)``."""
 
     logits: torch.Tensor
     hidden_states: tuple[torch.Tensor, ...] | None = None
     per_layer_inputs: torch.Tensor | None = None
-    soft_tokens: torch.Tensor | None = None
+    soft_tokens: tuple[torch.Tensor, ...] | None = None
     all_logits: torch.Tensor | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -85,7 +85,7 @@ class ExecuTorchGemma4Port(Gemma4Port):
         from executorch.examples.models.gemma4.text_decoder import convert_hf_to_custom
         from executorch.examples.models.gemma4.text_decoder.gemma4_transformer import Gemma4ForCausalLM
 
-        if setup.batch_size != 1 or setup.num_visual_tokens:
+        if setup.batch_size != 1 or setup.image_slots:
             raise ValueError(f"{self.name} takes batch 1 and text only, got {setup}")
         self.version = metadata.version("executorch")
         self.setup = setup

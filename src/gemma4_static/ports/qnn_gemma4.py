@@ -89,7 +89,7 @@ class QnnGemma4Port(Gemma4Port):
         from executorch.examples.qualcomm.oss_scripts.gemma4.text_decoder.convert_weights import remap_keys
         from executorch.examples.qualcomm.oss_scripts.llama import masking_utils
 
-        if setup.batch_size != 1 or setup.num_visual_tokens:
+        if setup.batch_size != 1 or setup.image_slots:
             raise ValueError(f"{self.name} takes batch 1 and text only, got {setup}")
         self.version = metadata.version("executorch")
         self.masking = masking_utils

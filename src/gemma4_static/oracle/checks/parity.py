@@ -92,18 +92,18 @@ def ple_row(
     return stage_row("PLE", "vs project_per_layer_inputs", per_layer_inputs, theirs, dtype)
 
 
-def vision_row(model: Any, prompt: Prompt, soft_tokens: torch.Tensor, dtype: torch.dtype) -> Row:
-    """The soft tokens ``(N, T, H)`` a prefill put into the image slot vs ``get_image_features``."""
+def vision_row(model: Any, prompt: Prompt, soft_tokens: tuple[torch.Tensor, ...], dtype: torch.dtype) -> Row:
+    """The soft tokens a prefill put into the image slots (one ``(T_i, H)`` per image) vs ``get_image_features``."""
     pooled = model.model.get_image_features(prompt.pixel_values, prompt.image_position_ids).pooler_output
     check = "soft tokens in prefill vs get_image_features"
-    return stage_row("vision prefill", check, soft_tokens, torch.stack(pooled), dtype)
+    return stage_row("vision prefill", check, torch.cat(soft_tokens), torch.cat(pooled), dtype)
 
 
 def fusion_row(outputs: PrefillOutputs) -> Row:
     """Fixed-slot fusion vs ``masked_scatter``: exact (the same values moved)."""
     embeds, soft = outputs.embeddings, outputs.soft_tokens
     is_image = outputs.inputs.mm_token_type_ids.bool()[..., None].expand_as(embeds)
-    theirs = embeds.masked_scatter(is_image, soft.reshape(-1, soft.shape[-1]))
+    theirs = embeds.masked_scatter(is_image, torch.cat(soft))
     return compare("fusion", "vs masked_scatter", outputs.hidden_states[0], theirs, tolerances.EXACT)
 
 

@@ -199,7 +199,7 @@ def open_session(
     max_seq = needed if max_seq is None else max_seq
     if max_seq < needed:
         raise ValueError(f"max_seq must be at least {needed} for this prompt and {steps} steps, got {max_seq}")
-    setup = PortSetup(max_seq, prompt.input_ids.shape[0], **prompt.image_slot)
+    setup = PortSetup(max_seq, prompt.input_ids.shape[0], prompt.image_slots)
     under_test = make_port(port, model, setup, backend=backend, mask_value=mask_value)
     session = Session(model, dtype, steps, prompt, under_test, PortPrefill(torch.empty(0)), None, port, backend)
     moe = model.config.get_text_config().enable_moe_block

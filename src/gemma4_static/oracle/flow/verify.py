@@ -69,7 +69,7 @@ def input_rows(session: Session) -> Iterator[Row]:
 
 def vision_rows(session: Session) -> Iterator[Row]:
     """This runtime's vision stage sub-stage by sub-stage on the sample images (encoder layers merged)."""
-    prompt, profile = session.prompt, session.runtime.layout.vision_profile
+    prompt, (profile, *_) = session.prompt, session.runtime.layout.vision_profiles
     ids, dtype = prompt.image_position_ids, session.dtype
     yield from parity_vision.vision_input_rows(session.model, ids, profile=profile, dtype=dtype)
     rows = parity_vision.vision_stage_rows(session.model, prompt.pixel_values, ids, profile=profile, dtype=dtype)

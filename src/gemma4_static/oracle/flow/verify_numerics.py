@@ -41,14 +41,14 @@ def input_rows(session: Session) -> Iterator[Row]:
     if ours.soft_tokens is not None:
         prompt = session.prompt
         soft = {
-            name: torch.stack(model.model.get_image_features(pixels, prompt.image_position_ids).pooler_output)
+            name: torch.cat(model.model.get_image_features(pixels, prompt.image_position_ids).pooler_output)
             for name, model, pixels in (
                 ("hf", session.model, prompt.pixel_values.to(session.dtype)),
                 ("ref", reference_model, prompt.pixel_values.double()),
             )
         }
         rows = parity_numerics.metric_rows(
-            "vision prefill", "soft tokens", ours.soft_tokens, soft["hf"], soft["ref"], gate
+            "vision prefill", "soft tokens", torch.cat(ours.soft_tokens), soft["hf"], soft["ref"], gate
         )
         yield from rows
         yield parity.fusion_row(session.runtime_outputs)

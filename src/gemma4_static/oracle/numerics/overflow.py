@@ -30,7 +30,7 @@ PROJECTIONS = (
     "ple_projection",
     "experts",
 )
-STAGES = ("embedding", "per_layer_inputs", "vision", "fusion", "lm_head")
+STAGES = ("embedding", "per_layer_inputs", "vision", "lm_head")
 
 
 def _largest(value: Any) -> float:
@@ -61,6 +61,8 @@ def recorded_ranges(runtime: Any, ranges: dict[str, float]) -> Iterator[dict[str
         module = getattr(modules, stage)
         if module is not None:
             handles.append(module.register_forward_hook(recorder(stage)))
+    for fusion in modules.fusions:
+        handles.append(fusion.register_forward_hook(recorder("fusion")))
     for index, layer in enumerate(modules.layers):
         for projection in PROJECTIONS:
             module = getattr(layer, projection)

@@ -26,37 +26,33 @@ _SPECIAL_ID_FIELDS = (
 @dataclass(frozen=True)
 class Prompt:
     """A right-padded batch as a processor returns it (``(B, S)`` ids and 0/1 mask), optionally with
-    one image per row whose placeholders fill ``[visual_start_idx, visual_start_idx + num_visual_tokens)``."""
+    images: image ``i`` of a row fills ``[start, start + tokens)`` of ``image_slots[i]``, and
+    ``pixel_values`` holds one entry per image, row by row, as HF's processor orders them."""
 
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
     pixel_values: torch.Tensor | None = None
     image_position_ids: torch.Tensor | None = None
-    visual_start_idx: int | None = None
-    num_visual_tokens: int | None = None
-    image_rows: tuple[bool, ...] | None = None  # which rows hold an image (None: every row, with images)
+    image_slots: tuple[tuple[int, int], ...] = ()
+    filled_slots: tuple[tuple[bool, ...], ...] | None = None  # per row and slot (None: all, with images)
 
     @property
-    def rows_with_image(self) -> torch.Tensor:
-        """``(B,)`` bool: the rows whose slot holds an image (one entry of ``pixel_values`` each, in order)."""
+    def filled(self) -> torch.Tensor:
+        """``(B, slots)`` bool: which slots of each row hold an image (the others hold text)."""
+        rows = self.input_ids.shape[0]
         if self.pixel_values is None:
-            return torch.zeros(self.input_ids.shape[0], dtype=torch.bool)
-        if self.image_rows is None:
-            return torch.ones(self.input_ids.shape[0], dtype=torch.bool)
-        return torch.tensor(self.image_rows)
+            return torch.zeros(rows, len(self.image_slots), dtype=torch.bool)
+        if self.filled_slots is None:
+            return torch.ones(rows, len(self.image_slots), dtype=torch.bool)
+        return torch.tensor(self.filled_slots, dtype=torch.bool).view(rows, len(self.image_slots))
 
     @property
     def mm_token_type_ids(self) -> torch.Tensor:
         """``1`` on image placeholders, as HF's processor returns it."""
         types = torch.zeros_like(self.input_ids)
-        if self.visual_start_idx is not None:
-            types[:, self.visual_start_idx : self.visual_start_idx + self.num_visual_tokens] = 1
-        return types * self.rows_with_image[:, None]
-
-    @property
-    def image_slot(self) -> dict[str, int | None]:
-        """The runtime layout's image slot for this prompt, as ``StaticGemma4Runtime`` keywords."""
-        return {"visual_start_idx": self.visual_start_idx, "num_visual_tokens": self.num_visual_tokens}
+        for index, (start, count) in enumerate(self.image_slots):
+            types[:, start : start + count] = self.filled[:, index, None].long()
+        return types
 
     def left_padded(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``input_ids`` and ``attention_mask`` with every row's valid tokens moved to the right end,
@@ -69,15 +65,17 @@ class Prompt:
     def row(self, index: int) -> Prompt:
         """Row ``index`` alone, without its padding (what a batch-1 caller would pass)."""
         length = int(self.attention_mask[index].sum())
-        rows = self.rows_with_image
-        image = slice(int(rows[:index].sum()), int(rows[: index + 1].sum()))  # empty for a text row
+        counts = self.filled.sum(dim=1)
+        images = slice(int(counts[:index].sum()), int(counts[: index + 1].sum()))  # empty for a text row
+        slots = tuple(
+            slot for slot, filled in zip(self.image_slots, self.filled[index].tolist(), strict=True) if filled
+        )
         return Prompt(
             input_ids=self.input_ids[index : index + 1, :length],
             attention_mask=self.attention_mask[index : index + 1, :length],
-            pixel_values=self.pixel_values[image] if rows[index] else None,
-            image_position_ids=self.image_position_ids[image] if rows[index] else None,
-            visual_start_idx=self.visual_start_idx if rows[index] else None,
-            num_visual_tokens=self.num_visual_tokens if rows[index] else None,
+            pixel_values=self.pixel_values[images] if slots else None,
+            image_position_ids=self.image_position_ids[images] if slots else None,
+            image_slots=slots,
         )
 
     def hf_kwargs(self) -> dict[str, torch.Tensor]:
@@ -137,25 +135,45 @@ def image_prompt(
     text_before: int = 2,
     seed: int = 0,
     image_size: tuple[int, int] = (48, 48),
-    with_image: list[bool] | None = None,
+    with_image: list[bool] | list[tuple[bool, ...]] | None = None,
+    then: tuple[tuple[int, tuple[int, int], int], ...] = (),
 ) -> Prompt:
-    """One synthetic image of ``image_size`` per row after ``text_before`` text tokens, then
-    ``text_after[b]`` text tokens for row ``b`` (so rows are ragged), right-padded. ``with_image``
-    (default: every row) leaves text where a row's image would be (``pixel_values`` holds one entry
-    per image, in row order)."""
+    """Rows of ``text_before`` (>= 1: BOS) text tokens and a synthetic image of ``image_size``
+    processed at 70 soft tokens, then for each ``(text, size, profile)`` of ``then`` that many text
+    tokens and an image of that size processed at that profile, then ``text_after[b]`` text tokens
+    for row ``b`` (so rows are ragged), right-padded. Each image is ``boi``, its soft tokens, ``eoi``;
+    every row gets its own random images. ``with_image`` (default: every image of every row) says
+    per row, for all its images or for each, whether it is there; where it is not, its slot holds
+    text (``pixel_values`` holds one entry per image present, row by row, patches padded to the
+    largest count as HF's processor pads them)."""
+    images = [(text_before, image_size, 70), *then]
     with_image = [True] * len(text_after) if with_image is None else with_image
-    images = sum(with_image)
-    processed = processed_images(config, [image_size] * max(images, 1), seed=seed)  # one at least, for its size
-    soft_tokens = int(processed["num_soft_tokens_per_image"][0])
-    start = text_before + 1  # BOS/text, then boi
+    present = [(flags,) * len(images) if isinstance(flags, bool) else tuple(flags) for flags in with_image]
+    processed = []  # per slot, one image per row holding it (one at least, for its soft-token count)
+    for index, (_, size, profile) in enumerate(images):
+        count = max(sum(flags[index] for flags in present), 1)
+        processed.append(processed_images(config, [size] * count, seed=seed + index, profile=profile))
+    soft = [int(slot["num_soft_tokens_per_image"][0]) for slot in processed]
+    slots, end = [], 0
+    for (gap, _, _), tokens in zip(images, soft, strict=True):
+        slots.append((end + gap + 1, tokens))  # text, then boi
+        end += gap + tokens + 2
     generator = torch.Generator().manual_seed(seed)
-    rows = []
-    for after, has_image in zip(text_after, with_image, strict=True):
-        before = _text_ids(config, (text_before,), generator)
-        before[0] = BOS_TOKEN_ID
-        image = torch.tensor([config.boi_token_id] + [config.image_token_id] * soft_tokens + [config.eoi_token_id])
-        image = image if has_image else _text_ids(config, (soft_tokens + 2,), generator)
-        rows.append(torch.cat((before, image, _text_ids(config, (after,), generator))))
+    rows, pixels, positions, used = [], [], [], [0] * len(images)
+    for after, flags in zip(text_after, present, strict=True):
+        parts = []
+        for index, ((gap, _, _), tokens, has_image) in enumerate(zip(images, soft, flags, strict=True)):
+            parts.append(_text_ids(config, (gap,), generator))
+            if not has_image:
+                parts.append(_text_ids(config, (tokens + 2,), generator))
+                continue
+            parts.append(torch.tensor([config.boi_token_id] + [config.image_token_id] * tokens + [config.eoi_token_id]))
+            pixels.append(processed[index]["pixel_values"][used[index]])
+            positions.append(processed[index]["image_position_ids"][used[index]])
+            used[index] += 1
+        row = torch.cat((*parts, _text_ids(config, (after,), generator)))
+        row[0] = BOS_TOKEN_ID
+        rows.append(row)
     longest = max(len(row) for row in rows)
     ids = torch.zeros(len(rows), longest, dtype=torch.long)
     mask = torch.zeros(len(rows), longest, dtype=torch.long)
@@ -165,9 +183,17 @@ def image_prompt(
     return Prompt(
         input_ids=ids,
         attention_mask=mask,
-        pixel_values=processed["pixel_values"][:images] if images else None,
-        image_position_ids=processed["image_position_ids"][:images] if images else None,
-        visual_start_idx=start,
-        num_visual_tokens=soft_tokens,
-        image_rows=None if all(with_image) else tuple(with_image),
+        pixel_values=_stack_images(pixels, 0.0) if pixels else None,
+        image_position_ids=_stack_images(positions, -1) if pixels else None,
+        image_slots=tuple(slots),
+        filled_slots=None if all(all(flags) for flags in present) else tuple(present),
+    )
+
+
+def _stack_images(images: list[torch.Tensor], padding: float) -> torch.Tensor:
+    """Images of different patch counts ``(P_i, .)`` as one ``(N, max P_i, .)`` batch, the missing
+    patches filled with ``padding`` (HF's processor pads a batch to its patch budget the same way)."""
+    most = max(image.shape[0] for image in images)
+    return torch.stack(
+        [torch.cat((image, image.new_full((most - image.shape[0], image.shape[1]), padding))) for image in images]
     )
