@@ -1,6 +1,6 @@
 """The runtime on ExecuTorch: every NPU stage lowered to an ExecuTorch program (XNNPACK, portable
 fallback) and run by ExecuTorch's runtime, driven by the same glue, checked against HF on the tiny
-model (ragged text across the sliding window, and with an image).
+model (ragged text across the sliding window, and with two image slots of different profiles).
 
 Tolerances: the fp32 ones of the PyTorch backend (``tolerances.RELATIVE``); greedy tokens exactly.
 Measured: XNNPACK's kernels reduce in other orders, a few fp32 ulps per layer, like SDPA vs eager.
@@ -28,7 +28,11 @@ pytestmark = [pytest.mark.executorch, pytest.mark.xdist_group("executorch")]  # 
 
 @pytest.fixture(scope="module")
 def image_case(tiny_model):
-    prompt = image_prompt(tiny_model.config, text_after=[3, 1], seed=5)
+    """Two image slots (64 soft tokens at profile 70, 120 at 140): row 0 fills both, row 1 the second."""
+    second = ((2, (40, 72), 140),)
+    prompt = image_prompt(
+        tiny_model.config, text_after=[3, 1], seed=5, then=second, with_image=[(True, True), (False, True)]
+    )
     return prompt, prompt.input_ids.shape[1] + 6
 
 
@@ -63,7 +67,7 @@ def test_prefill_decode_and_generation_match_hf(text_setup, tiny_model, report):
     assert_rows_pass(rows)
 
 
-def test_generation_with_an_image_matches_hf(tiny_model, image_case, report):
+def test_generation_with_two_image_slots_matches_hf(tiny_model, image_case, report):
     prompt, max_seq = image_case
     runtime = StaticGemma4Runtime(
         tiny_model, max_seq=max_seq, batch_size=2, backend="executorch", image_slots=prompt.image_slots
@@ -74,9 +78,12 @@ def test_generation_with_an_image_matches_hf(tiny_model, image_case, report):
     rows += parity.generation_rows(
         tiny_model, StaticRuntimePort.around(runtime, tiny_model.config), prompt, max_new_tokens=6
     )
-    (vision,) = runtime.stages.vision.programs()
+    programs = runtime.stages.vision.programs()
+    assert len(programs) == 2 and all(len(fusion.programs()) == 1 for fusion in runtime.stages.fusions)
     report(
-        f"ExecuTorch image: vision program {vision.delegated} XNNPACK subgraphs, portable {len(vision.portable)} ops"
+        "ExecuTorch images: vision programs at profiles 70 and 140, "
+        f"{[p.delegated for p in programs]} XNNPACK subgraphs, portable {[len(p.portable) for p in programs]} ops; "
+        f"logits vs HF {rows[0].value:.3g}"
     )
     assert_rows_pass(rows)
 
