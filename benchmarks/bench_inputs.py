@@ -4,7 +4,9 @@ Pairs, each timed alternately on one runtime: a left-padded batch against the sa
 right-padded (the rows are laid out first); images processed at 70 soft tokens in a runtime whose
 vision stage is static at 140 (patches padded on the CPU side) against the same images already
 padded (so only the padding step differs); a batch whose second row holds text in the image slot
-against the same batch with an image in both rows. Prints the median of each and the ratio.
+against the same batch with an image in both rows; a two-slot runtime (64 soft tokens at profile
+70 after BOS, 120 at 140 mid-prompt) on two images a row against HF's forward on the same batch,
+and on a text-only batch against a runtime without slots. Prints the median of each and the ratio.
 
     python benchmarks/bench_inputs.py [--repeats 15]
 """
@@ -73,6 +75,34 @@ def main() -> None:
             lambda: runtime.prefill(mixed.input_ids, mixed.attention_mask, *mixed_images),
             lambda: runtime.prefill(ids, mask, prompt.pixel_values, prompt.image_position_ids),
             args.repeats,
+        ),
+    )
+    _two_slots(model, args.repeats)
+
+
+def _two_slots(model, repeats: int) -> None:
+    two = image_prompt(model.config, text_after=[5, 2], text_before=1, then=((5, (40, 72), 140),))
+    max_seq = two.input_ids.shape[1] + 4
+    runtime = StaticGemma4Runtime(model, max_seq=max_seq, batch_size=2, image_slots=two.image_slots)
+    images = (two.pixel_values, two.image_position_ids)
+    _row(
+        "two image slots, two images a row vs HF forward",
+        *interleaved_medians(
+            lambda: runtime.prefill(two.input_ids, two.attention_mask, *images),
+            lambda: model(**two.hf_kwargs()),
+            repeats,
+        ),
+    )
+    text = image_prompt(
+        model.config, text_after=[5, 2], text_before=1, then=((5, (40, 72), 140),), with_image=[False, False]
+    )
+    plain = StaticGemma4Runtime(model, max_seq=max_seq, batch_size=2)
+    _row(
+        "two image slots holding text vs no slots",
+        *interleaved_medians(
+            lambda: runtime.prefill(text.input_ids, text.attention_mask),
+            lambda: plain.prefill(text.input_ids, text.attention_mask),
+            repeats,
         ),
     )
 
