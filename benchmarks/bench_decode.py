@@ -1,12 +1,12 @@
 """Per-token decode: ring layout vs max_seq layout vs HF, E2B geometry, side by side in one run.
 
-For each ``max_seq`` the prompt is prefilled once per side (ours in chunks of 512); then decode
+For each ``(max_seq, prompt)`` pair the prompt is prefilled once per side (ours in chunks of 512); then decode
 steps alternate between the three (ring, full, HF's own ``DynamicCache`` step as ``generate`` runs
 it), so all see the same machine load, and the median step time of each is printed with the ratios.
 The CPU side of one ring step (masks, RoPE rows, slot positions, the cache writes of the producing
 layers) is timed on its own and reported as a share of the step.
 
-    python benchmarks/bench_decode.py [--max-seq 2048 8192] [--prompt 512] [--long-prompt] [--steps 16]
+    python benchmarks/bench_decode.py [--pairs 1024:256 2048:512 8192:512 8192:7680] [--steps 16]
 """
 
 from __future__ import annotations
@@ -61,9 +61,7 @@ def _interleaved_steps(model, runtimes: dict, hf_cache, steps: int) -> dict[str,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--max-seq", type=int, nargs="+", default=[2048, 8192])
-    parser.add_argument("--prompt", type=int, default=512)
-    parser.add_argument("--long-prompt", action="store_true", help="also: a prompt of max_seq - 512 tokens")
+    parser.add_argument("--pairs", nargs="+", default=["1024:256", "2048:512", "8192:512", "8192:7680"])
     parser.add_argument("--steps", type=int, default=16)
     args = parser.parse_args()
     torch.set_grad_enabled(False)
@@ -71,21 +69,20 @@ def main() -> None:
     print(f"E2B geometry (2 query heads), batch 1, fp32, torch {torch.__version__}")
     header = ("max_seq", "prompt", "ring ms", "full ms", "HF ms", "ring/full", "ring/HF", "CPU")
     print(" ".join(f"{name:>9}" for name in header))
-    for max_seq in args.max_seq:
-        for prompt_length in [args.prompt] + ([max_seq - 512] if args.long_prompt else []):
-            prompt = text_prompt(model.config, [prompt_length])
-            runtimes = {
-                layout: StaticGemma4Runtime(model, max_seq=max_seq, prefill_chunk=CHUNK, sliding_cache=layout)
-                for layout in ("ring", "full")
-            }
-            for runtime in runtimes.values():
-                runtime.prefill(prompt.input_ids, prompt.attention_mask)
-            hf_cache = model(**prompt.hf_kwargs(), use_cache=True).cache
-            times = _interleaved_steps(model, runtimes, hf_cache, args.steps)
-            ring, full, hf = (statistics.median(times[name][1:]) for name in ("ring", "full", "HF"))
-            cpu = _cpu_side(runtimes["ring"]) / ring
-            row = (max_seq, prompt_length, f"{ring * 1e3:.1f}", f"{full * 1e3:.1f}", f"{hf * 1e3:.1f}")
-            print(" ".join(f"{value:>9}" for value in (*row, f"{ring / full:.2f}", f"{ring / hf:.2f}", f"{cpu:.0%}")))
+    for max_seq, prompt_length in (map(int, pair.split(":")) for pair in args.pairs):
+        prompt = text_prompt(model.config, [prompt_length])
+        runtimes = {
+            layout: StaticGemma4Runtime(model, max_seq=max_seq, prefill_chunk=CHUNK, sliding_cache=layout)
+            for layout in ("ring", "full")
+        }
+        for runtime in runtimes.values():
+            runtime.prefill(prompt.input_ids, prompt.attention_mask)
+        hf_cache = model(**prompt.hf_kwargs(), use_cache=True).cache
+        times = _interleaved_steps(model, runtimes, hf_cache, args.steps)
+        ring, full, hf = (statistics.median(times[name][1:]) for name in ("ring", "full", "HF"))
+        cpu = _cpu_side(runtimes["ring"]) / ring
+        row = (max_seq, prompt_length, f"{ring * 1e3:.1f}", f"{full * 1e3:.1f}", f"{hf * 1e3:.1f}")
+        print(" ".join(f"{value:>9}" for value in (*row, f"{ring / full:.2f}", f"{ring / hf:.2f}", f"{cpu:.0%}")))
 
 
 if __name__ == "__main__":

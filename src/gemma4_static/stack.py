@@ -18,6 +18,8 @@ from .cpu.rope import RopeTables
 from .npu.decoder import DecoderLayer
 from .spec import ModelSpec
 
+KEY_SPAN_STEP = 256  # granularity of the attention length over max_seq buffers in PyTorch cache mode
+
 
 class LayerStack:
     """The decoder layers of one model at one static layout, with the mask table, RoPE tables and
@@ -37,6 +39,9 @@ class LayerStack:
         reusing = [index for index, source in enumerate(self.cache.sources) if source != index]
         self.first_reusing_layer = reusing[0] if reusing else len(layers)
         self.fill = fill  # the additive mask value of forbidden keys
+        # PyTorch stages write a step's K/V into the cache before attending (no copy of the cache);
+        # a stage program takes the cache as an input and places the K/V itself
+        self.in_place = all(isinstance(layer, DecoderLayer) for layer in layers)
 
     def own_masks(self, valid: torch.Tensor, blocks: torch.Tensor | None) -> dict[str, torch.Tensor]:
         """Single-shot prefill masks ``{layer_type: (B, 1, S, S)}`` over the ``valid (B, S)`` tokens."""
@@ -77,13 +82,30 @@ class LayerStack:
     ) -> torch.Tensor:
         """Run ``layers`` on ``hidden (B, S, H)`` for queries at ``positions (B, S)`` in ``mode`` (see the
         module docstring); producing layers write their K/V where ``keep (B, S)`` holds. ``states``
-        collects each layer's output."""
+        collects each layer's output. In ``cache`` mode with every position kept, PyTorch stages
+        write first and attend over the cache in place (what a stage's ``forward`` computes with
+        the K/V placed into a copy), over ``max_seq`` buffers only as far as :meth:`key_span`
+        (the keys left out are masked, so they weigh exactly 0 in the softmax)."""
         rope = self.rope.lookup(positions, self.spec.dtype)
         produced: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         length = positions.shape[1]
+        in_place = mode == "cache" and self.in_place and bool(keep.all())
+        span = self.key_span(positions) if in_place else None
         for index in layers:
-            layer_type, source = self.spec.text.layer_types[index], self.cache.sources[index]
+            layer, layer_type, source = self.layers[index], self.spec.text.layer_types[index], self.cache.sources[index]
             cos, sin = rope[layer_type]
+            if in_place:  # this step's K/V into the cache, then attend over the cache itself
+                query, key, value = layer.attention_inputs(hidden, cos, sin)
+                if source == index:
+                    self.cache.write(index, key, value, positions, keep)
+                keys, values = self.cache.buffers(index)
+                mask = masks[layer_type]
+                if not self.cache.is_ring(layer_type):  # slots past every row's position are empty
+                    keys, values, mask = keys[:, :, :span], values[:, :, :span], mask[..., :span]
+                hidden = layer.attend_and_feed_forward(hidden, per_layer_inputs[:, :, index], query, keys, values, mask)
+                if states is not None:
+                    states.append(hidden)
+                continue
             if mode == "own":  # the producer's K/V of this call; None for a producer
                 kv, slots = produced.get(source), positions
             elif mode == "chunk" and self.cache.is_ring(layer_type):  # reusing layers never run chunked
@@ -91,15 +113,20 @@ class LayerStack:
                 slots = (self.cache.capacity[layer_type] + torch.arange(length)).expand_as(positions)
             else:
                 kv, slots = self.cache.buffers(index), self.cache.slots(layer_type, positions)
-            hidden, key, value = self.layers[index](
-                hidden, per_layer_inputs[:, :, index], cos, sin, masks[layer_type], kv, slots
-            )
+            hidden, key, value = layer(hidden, per_layer_inputs[:, :, index], cos, sin, masks[layer_type], kv, slots)
             if source == index:
                 self.cache.write(index, key, value, positions, keep)
                 produced[index] = (key, value)
             if states is not None:
                 states.append(hidden)
         return hidden
+
+    def key_span(self, positions: torch.Tensor) -> int:
+        """How many leading slots of a ``max_seq`` buffer queries at ``positions (B, S)`` can see: the
+        last position plus one, rounded up to a multiple of :data:`KEY_SPAN_STEP` (a few static
+        attention lengths instead of ``max_seq``; the slots beyond are empty and masked out)."""
+        needed = int(positions.max()) + 1
+        return min(self.layout.max_seq, -(-needed // KEY_SPAN_STEP) * KEY_SPAN_STEP)
 
     def run_chunks(
         self,

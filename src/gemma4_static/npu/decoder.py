@@ -80,20 +80,41 @@ class DecoderLayer(nn.Module):
         kv: tuple[torch.Tensor, torch.Tensor] | None = None,
         slots: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        query, key, value = self.attention_inputs(hidden, cos, sin)
+        if self.reuses_kv:
+            if kv is None:
+                raise ValueError("kv must be given to a layer that reuses K/V")
+            key, value = attended = kv
+        else:
+            attended = (key, value) if kv is None else _place(kv, key, value, slots)
+        return self.attend_and_feed_forward(hidden, per_layer_input, query, *attended, mask), key, value
+
+    def attention_inputs(
+        self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """The query ``(B, heads, S, D)`` and, for a producing layer, this step's K/V ``(B, kv_heads,
+        S, D)`` (``None`` for a layer that reuses K/V)."""
         batch, length = hidden.shape[:2]
         normed = rms_norm(hidden, self.input_norm, self.eps)
         query = self.q_proj(normed).view(batch, length, -1, self.head_dim)
         query = apply_rope(rms_norm(query, self.q_norm, self.eps), cos, sin).transpose(1, 2)
         if self.reuses_kv:
-            if kv is None:
-                raise ValueError("kv must be given to a layer that reuses K/V")
-            key, value = attend_key, attend_value = kv
-        else:
-            key, value = self.project_kv(normed, cos, sin)
-            attend_key, attend_value = (key, value) if kv is None else _place(kv, key, value, slots)
-        attended = F.scaled_dot_product_attention(
-            query, attend_key, attend_value, attn_mask=mask, scale=1.0, enable_gqa=True
-        )
+            return query, None, None
+        return query, *self.project_kv(normed, cos, sin)
+
+    def attend_and_feed_forward(
+        self,
+        hidden: torch.Tensor,
+        per_layer_input: torch.Tensor,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        mask: torch.Tensor,
+    ) -> torch.Tensor:
+        """The layer's output ``(B, S, H)``: ``query`` attending over ``key``/``value`` ``(B, kv_heads, K,
+        D)`` under the additive ``mask (B, 1, S, K)``, then the feed-forward and per-layer-input blocks."""
+        batch, length = hidden.shape[:2]
+        attended = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=1.0, enable_gqa=True)
         attended = attended.transpose(1, 2).reshape(batch, length, -1)
         hidden = hidden + rms_norm(self.o_proj(attended), self.post_attention_norm, self.eps)
 
@@ -106,7 +127,7 @@ class DecoderLayer(nn.Module):
         if self.ple_gate is not None:  # per_layer_input is (B, S, 0) without per-layer embeddings
             gated = gelu_tanh(self.ple_gate(hidden)) * per_layer_input
             hidden = hidden + rms_norm(self.ple_projection(gated), self.post_ple_norm, self.eps)
-        return hidden * self.layer_scalar, key, value
+        return hidden * self.layer_scalar
 
     def example_inputs(
         self, batch: int, length: int, generator: torch.Generator, *, cache_slots: int, mode: str

@@ -138,7 +138,7 @@ CATALOGUE: tuple[Fault, ...] = (
         "q-norm-after-rope",
         "the q norm's learned weight applied after the rotation instead of before it",
         (
-            (decoder.DecoderLayer, "forward", patches.q_norm_after_rope.forward),
+            (decoder.DecoderLayer, "attention_inputs", patches.q_norm_after_rope.forward),
             (decoder, "apply_rope", patches.q_norm_after_rope.rope),
         ),
     ),

@@ -83,7 +83,7 @@ def norm_without_v_norm(original: Callable) -> Callable:
 
 class QueryNormAfterRope:
     """The q norm's weight applied after RoPE, ``R(x^) * w`` instead of ``R(x^ * w)`` (equal only for
-    a constant weight): each layer's forward normalizes q without its weight, and the first
+    a constant weight): each layer's attention inputs normalize q without its weight, and the first
     ``apply_rope`` call of that forward (the query's) multiplies the weight in afterwards."""
 
     def __init__(self) -> None:
