@@ -1,0 +1,121 @@
+"""The whole text model as one program step whose KV cache lives inside it: token embedding,
+per-layer inputs, every decoder layer over K/V buffers the program owns and updates in place,
+final norm and LM head.
+
+A step takes ``S`` tokens (a prefill chunk, or ``S = 1`` for decode) and what the CPU side owns:
+their positions, the additive masks per layer type and the cache slots their K/V go to. Buffers
+hold one slot more than the layer type keeps (``capacity + 1``): slot ``capacity`` is the bin
+for K/V that must not be kept (padding, or positions a ring would overwrite in the same step);
+attention never reads it. Layer types that keep ``max_seq`` slots write first and attend over
+their slots ``[0, max_seq)``; ring layer types (fewer slots) attend over ``[ring | this step's
+K/V]`` and are written after the last layer, so a step longer than the ring never overwrites keys
+its own queries still need (the mask decides, from the positions each key holds).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .decoder import DecoderLayer
+from .embedding import NoPerLayerInputs, PerLayerInputs, TokenEmbedding
+from .lm_head import LMHead
+
+
+class CachedStack(nn.Module):
+    """``forward(input_ids (B, S), positions (B, S), last_index (B,), *masks, *slots)`` -> logits
+    ``(B, vocab)`` at ``last_index``, one mask and one slot tensor per entry of ``layer_types``
+    (their order): ``masks[t]`` ``(B, 1, S, K_t)`` additive (``0.0`` = allowed; ``K_t = max_seq``,
+    or ``capacity + S`` on a ring), ``slots[t]`` ``(B, S)`` long (``capacity`` = not kept).
+
+    ``cos``/``sin`` are ``{layer_type: (max_seq, head_dim)}`` RoPE tables; ``capacities`` the slots
+    kept per layer type; ``sources[i]`` the layer whose K/V layer ``i`` attends over."""
+
+    def __init__(
+        self,
+        embedding: TokenEmbedding,
+        per_layer_inputs: PerLayerInputs | NoPerLayerInputs,
+        layers: tuple[DecoderLayer, ...],
+        lm_head: LMHead,
+        *,
+        layer_types: tuple[str, ...],
+        sources: tuple[int, ...],
+        capacities: dict[str, int],
+        rope: dict[str, tuple[torch.Tensor, torch.Tensor]],
+        batch_size: int,
+        max_seq: int,
+    ) -> None:
+        super().__init__()
+        self.embedding, self.per_layer_inputs, self.lm_head = embedding, per_layer_inputs, lm_head
+        self.layers = nn.ModuleList(layers)
+        self.layer_types, self.sources, self.capacities = layer_types, sources, capacities
+        self.type_order = tuple(dict.fromkeys(layer_types))
+        self.max_seq = max_seq
+        for name, (cos, sin) in rope.items():
+            self.register_buffer(f"cos_{name}", cos[:max_seq].contiguous(), persistent=False)
+            self.register_buffer(f"sin_{name}", sin[:max_seq].contiguous(), persistent=False)
+        dtype = embedding.weight.dtype
+        self.shapes = {}
+        for index, layer in enumerate(layers):
+            if sources[index] == index:
+                shape = (batch_size, layer.num_kv_heads, capacities[layer_types[index]] + 1, layer.head_dim)
+                self.shapes[index] = shape
+                flat = (shape[0] * shape[1] * shape[2], shape[3])  # written by a 1-D row index (in place)
+                self.register_buffer(f"k_cache_{index}", torch.zeros(flat, dtype=dtype))
+                self.register_buffer(f"v_cache_{index}", torch.zeros(flat, dtype=dtype))
+
+    def is_ring(self, layer_type: str) -> bool:
+        return self.capacities[layer_type] < self.max_seq
+
+    def caches(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Producing layer ``index``'s K/V buffers viewed as ``(B, kv_heads, capacity + 1, D)`` (they are
+        stored as ``(B * kv_heads * (capacity + 1), D)``)."""
+        shape = self.shapes[index]
+        return getattr(self, f"k_cache_{index}").view(shape), getattr(self, f"v_cache_{index}").view(shape)
+
+    def forward(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, last_index: torch.Tensor, *masks_and_slots: torch.Tensor
+    ) -> torch.Tensor:
+        count = len(self.type_order)
+        masks = dict(zip(self.type_order, masks_and_slots[:count], strict=True))
+        slots = dict(zip(self.type_order, masks_and_slots[count:], strict=True))
+        hidden = self.embedding(input_ids)
+        per_layer_inputs = self.per_layer_inputs(input_ids, hidden)
+        rope = {
+            name: (
+                nn.functional.embedding(positions, getattr(self, f"cos_{name}")),
+                nn.functional.embedding(positions, getattr(self, f"sin_{name}")),
+            )
+            for name in self.type_order
+        }
+        produced: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        for index, layer in enumerate(self.layers):
+            layer_type, source = self.layer_types[index], self.sources[index]
+            query, key, value = layer.attention_inputs(hidden, *rope[layer_type])
+            if source == index:
+                produced[index] = (key, value)
+                if not self.is_ring(layer_type):
+                    self._write(index, key, value, slots[layer_type])
+            capacity = self.capacities[layer_type]
+            keys, values = (cache[:, :, :capacity] for cache in self.caches(source))
+            if self.is_ring(layer_type):
+                step_key, step_value = produced[source]
+                keys, values = torch.cat((keys, step_key), dim=2), torch.cat((values, step_value), dim=2)
+            hidden = layer.attend_and_feed_forward(
+                hidden, per_layer_inputs[:, :, index], query, keys, values, masks[layer_type]
+            )
+        for index, (key, value) in produced.items():  # ring writes after every layer has read the ring
+            if self.is_ring(self.layer_types[index]):
+                self._write(index, key, value, slots[self.layer_types[index]])
+        last = hidden.gather(1, last_index[:, None, None].expand(-1, 1, hidden.shape[-1]))
+        return self.lm_head(last)[:, 0]
+
+    def _write(self, index: int, key: torch.Tensor, value: torch.Tensor, slots: torch.Tensor) -> None:
+        """``key``/``value`` ``(B, kv_heads, S, D)`` into producing layer ``index``'s buffers at ``slots
+        (B, S)``, in place: ``index_put_`` with one 1-D row index into the flat buffer (the form
+        ExecuTorch's portable kernel writes in place on a mutable buffer)."""
+        batch, heads, slot_count, head_dim = self.shapes[index]
+        rows = torch.arange(batch)[:, None, None] * heads + torch.arange(heads)[None, :, None]
+        flat_index = (rows * slot_count + slots[:, None, :]).reshape(-1)
+        for name, step in (("k_cache", key), ("v_cache", value)):
+            getattr(self, f"{name}_{index}").index_put_((flat_index,), step.reshape(-1, head_dim))
