@@ -1,0 +1,108 @@
+"""The cache-in-program bundle (one ExecuTorch program, ``prefill`` and ``decode`` methods sharing
+the KV cache inside it): the program equals the runtime step by step, and a runner that knows only
+the manifest (``bundle_runner.py``, run in a process that imports no project module) gets HF's
+greedy tokens for a ragged batch across the sliding window and many ring wraps.
+
+Tolerances: logits against the PyTorch runtime within ``tolerances.RELATIVE`` (fp32; XNNPACK's
+kernels reduce in other orders); greedy tokens by the token rule against HF ``generate``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("executorch", reason="the executorch extra is not installed (pip install '.[executorch]')")
+
+from executorch.runtime import Runtime
+
+from gemma4_static.bundle import export_bundle, step_inputs
+from gemma4_static.oracle.checks import tolerances
+from gemma4_static.oracle.checks.report import assert_rows_pass
+from gemma4_static.oracle.numerics.parity_numerics import greedy_rows
+from gemma4_static.oracle.references.hf import hf_greedy
+from gemma4_static.oracle.references.samples import text_prompt
+from gemma4_static.runtime import StaticGemma4Runtime
+
+pytestmark = [pytest.mark.executorch, pytest.mark.xdist_group("executorch")]
+MAX_SEQ, CHUNK, NEW = 48, 8, 14
+RUNNER = Path(__file__).with_name("bundle_runner.py")
+
+
+@pytest.fixture(scope="module")
+def bundle(tiny_model, tmp_path_factory):
+    """The tiny model's bundle (batch 2, max_seq 48, prefill chunks of 8; window 6 < max_seq, so
+    sliding layers keep a ring) and the runtime it was written from."""
+    runtime = StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=2)
+    folder = tmp_path_factory.mktemp("bundle")
+    export_bundle(runtime, folder, prefill_tokens=CHUNK)
+    return folder, runtime
+
+
+def test_manifest_states_the_layout_and_calling_convention(bundle):
+    folder, _ = bundle
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["layout"] == "cache-in-program" and (folder / manifest["file"]).is_file()
+    assert manifest["methods"] == {"prefill": {"tokens": CHUNK}, "decode": {"tokens": 1}}
+    rings = {entry["name"]: entry["ring"] for entry in manifest["layer_types"]}
+    assert rings == {"sliding_attention": True, "full_attention": False}
+    assert any("bin slot" in line for line in manifest["convention"])
+
+
+def test_program_equals_the_runtime_step_by_step(bundle, tiny_model, report):
+    """Prefill in chunks then decode through the program's two methods (the cache never leaves the
+    program) against the PyTorch runtime's prefill and ``decode_one``."""
+    folder, runtime = bundle
+    program = Runtime.get().load_program((folder / "model.pte").read_bytes())
+    prefill, decode = program.load_method("prefill"), program.load_method("decode")
+    prompt = text_prompt(tiny_model.config, [19, 6], seed=4)
+    inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
+    lengths = inputs.valid_length
+    expected = runtime.prefill(prompt.input_ids, prompt.attention_mask)
+    ours = torch.zeros_like(expected)
+    for start in range(0, int(lengths.max()), CHUNK):
+        positions, span = torch.arange(start, start + CHUNK).expand(2, -1), slice(start, start + CHUNK)
+        args = step_inputs(runtime, inputs.input_ids[:, span], positions, inputs.valid[:, span])
+        out = prefill.execute([tensor.contiguous() for tensor in args])[0]
+        ends_here = (lengths > start) & (lengths <= start + CHUNK)
+        ours[ends_here] = out[ends_here]
+    worst = float((ours - expected).abs().max())
+    torch.testing.assert_close(ours, expected, rtol=0, atol=tolerances.relative(torch.float32, expected))
+    for step in range(NEW):
+        token = expected.argmax(dim=-1)[:, None]
+        expected = runtime.decode_one(token)
+        positions = (lengths + step)[:, None]
+        args = step_inputs(runtime, token, positions, torch.ones_like(positions, dtype=torch.bool))
+        ours = decode.execute([tensor.contiguous() for tensor in args])[0]
+        worst = max(worst, float((ours - expected).abs().max()))
+        torch.testing.assert_close(ours, expected, rtol=0, atol=tolerances.relative(torch.float32, expected))
+    report(f"bundle vs PyTorch runtime: prefill + {NEW} decode steps, max |logit diff| {worst:.3g}")
+
+
+def test_a_runner_with_only_the_manifest_gets_hfs_greedy_tokens(bundle, tiny_model, tmp_path, report):
+    folder, _ = bundle
+    prompt = text_prompt(tiny_model.config, [21, 7], seed=9)  # rows cross the window and wrap the ring
+    request = {
+        "input_ids": prompt.input_ids.tolist(),
+        "lengths": prompt.attention_mask.sum(dim=1).tolist(),
+        "max_new_tokens": NEW,
+    }
+    (tmp_path / "request.json").write_text(json.dumps(request))
+    result = subprocess.run(
+        [sys.executable, str(RUNNER), str(folder), str(tmp_path / "request.json")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    answer = json.loads(result.stdout.strip().splitlines()[-1])
+    assert answer["project_imported"] is False
+    theirs, logits = hf_greedy(tiny_model, prompt, max_new_tokens=NEW, eos_token_id=None)
+    ours = torch.tensor(answer["tokens"])
+    check = f"2 rows x {NEW} tokens, runner without the project vs HF generate"
+    assert_rows_pass(greedy_rows("bundle", check, ours, theirs, logits, tolerances.token_bound(logits)))
+    report(f"bundle runner (ExecuTorch + manifest only): {int((ours == theirs).sum())} of {ours.numel()} tokens = HF")
