@@ -84,6 +84,13 @@ def step_inputs(
 def export_bundle(runtime: StaticGemma4Runtime, folder: str | Path, *, prefill_tokens: int) -> Path:
     """Write ``folder/model.pte`` (methods ``prefill`` of ``prefill_tokens`` tokens and ``decode`` of
     one, sharing the cache) and ``folder/manifest.json``; returns the manifest path."""
+    layout = runtime.layout
+    if layout.has_image_slot:
+        raise ValueError("a bundle is text-only: build the runtime without image_slots")
+    if not isinstance(prefill_tokens, int) or prefill_tokens < 1 or layout.max_seq % prefill_tokens:
+        raise ValueError(
+            f"prefill_tokens must be a positive divisor of max_seq={layout.max_seq}, got {prefill_tokens!r}"
+        )
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
     from executorch.exir.passes import MemoryPlanningPass
@@ -91,9 +98,6 @@ def export_bundle(runtime: StaticGemma4Runtime, folder: str | Path, *, prefill_t
 
     from .edge import _gelu
 
-    layout = runtime.layout
-    if runtime.layout.has_image_slot:
-        raise ValueError("a bundle is text-only: build the runtime without image_slots")
     module, batch = cached_stack(runtime), layout.batch_size
     programs = {}
     for method, tokens in (("prefill", prefill_tokens), ("decode", 1)):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -131,7 +132,16 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--config", choices=CONFIGS, default="tiny")
     export.add_argument("--max-seq", type=_bounded(1, MAX_SEQ_LIMIT), default=128, metavar="N", help="static length")
     export.add_argument("--format", choices=("pt2", "pte"), default="pt2", help="torch.export or ExecuTorch programs")
+    export.add_argument(
+        "--layout",
+        choices=("bundle", "stages"),
+        help="pte: one program with the KV cache inside (bundle, the default) or a program per stage taking "
+        "the cache as inputs (stages, for NPUs that hold the cache outside); pt2: stages only",
+    )
     return parser
+
+
+BUNDLE_PREFILL_TOKENS = 64  # a bundle's prefill chunk: this, or the largest divisor of max_seq below it
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -142,8 +152,18 @@ def _export(args: argparse.Namespace) -> int:
     if args.folder.exists() and not args.folder.is_dir():
         print(f"gemma4-static export: {str(args.folder)!r} is not a folder", file=sys.stderr)
         return 2
-    model = build_default_model(args.config)
-    manifest = export_stages(StaticGemma4Runtime(model, max_seq=args.max_seq), args.folder, format=args.format)
+    layout = args.layout or ("bundle" if args.format == "pte" else "stages")
+    if layout == "bundle" and args.format != "pte":
+        print("gemma4-static export: --layout bundle is an ExecuTorch program: use --format pte", file=sys.stderr)
+        return 2
+    runtime = StaticGemma4Runtime(build_default_model(args.config), max_seq=args.max_seq)
+    if layout == "bundle":
+        from .bundle import export_bundle
+
+        manifest = export_bundle(runtime, args.folder, prefill_tokens=math.gcd(args.max_seq, BUNDLE_PREFILL_TOKENS))
+        print(f"gemma4-static export: {args.config} as one .pte bundle (KV cache inside), manifest {manifest}")
+        return 0
+    manifest = export_stages(runtime, args.folder, format=args.format)
     print(f"gemma4-static export: {args.config} stages as .{args.format} programs, manifest {manifest}")
     return 0
 

@@ -122,6 +122,7 @@ def export_stages(runtime: StaticGemma4Runtime, folder: str | Path, *, format: s
     folder.mkdir(parents=True, exist_ok=True)
     layout = runtime.layout
     manifest = {
+        "layout": "stage-per-program",
         "max_seq": layout.max_seq,
         "batch_size": layout.batch_size,
         "image_slots": [list(slot) for slot in layout.image_slots],

@@ -1,0 +1,75 @@
+"""The cache-in-program step in eager PyTorch (no ExecuTorch needed) against the runtime, the
+CPU-side step inputs of the bundle's calling convention, and the bundle export's bad arguments.
+(The lowered program and a runner that knows only the manifest: tests/parity/test_bundle.py.)
+
+Tolerance: ``tolerances.RELATIVE`` (fp32): the same ops, attention over ``[ring | step]`` keys in
+another order than the runtime's.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gemma4_static import cli
+from gemma4_static.bundle import cached_stack, export_bundle, step_inputs
+from gemma4_static.oracle.checks import tolerances
+from gemma4_static.oracle.references.samples import image_prompt, text_prompt
+from gemma4_static.runtime import StaticGemma4Runtime
+
+MAX_SEQ, CHUNK = 32, 8
+
+
+@pytest.mark.parametrize("chunk", [CHUNK, MAX_SEQ], ids=["chunks-of-8", "one-call"])
+def test_cached_stack_equals_the_runtime(tiny_model, chunk):
+    """Prefill (in chunks longer than the ring of 6, or all 32 positions in one call) and 12 decode
+    steps across ring wraps: logits equal the runtime's at every row's last token and every step."""
+    runtime = StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=2)
+    program = cached_stack(StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=2))
+    prompt = text_prompt(tiny_model.config, [13, 5], seed=2)
+    inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
+    lengths = inputs.valid_length
+    expected = runtime.prefill(prompt.input_ids, prompt.attention_mask)
+    ours = torch.zeros_like(expected)
+    with torch.no_grad():
+        for start in range(0, int(lengths.max()), chunk):
+            positions, span = torch.arange(start, start + chunk).expand(2, -1), slice(start, start + chunk)
+            out = program(*step_inputs(runtime, inputs.input_ids[:, span], positions, inputs.valid[:, span]))
+            ends_here = (lengths > start) & (lengths <= start + chunk)
+            ours[ends_here] = out[ends_here]
+        torch.testing.assert_close(ours, expected, rtol=0, atol=tolerances.relative(torch.float32, expected))
+        for step in range(12):
+            token = expected.argmax(dim=-1)[:, None]
+            expected = runtime.decode_one(token)
+            positions = (lengths + step)[:, None]
+            ours = program(*step_inputs(runtime, token, positions, torch.ones_like(positions, dtype=torch.bool)))
+            torch.testing.assert_close(ours, expected, rtol=0, atol=tolerances.relative(torch.float32, expected))
+
+
+def test_step_slots_send_what_is_not_kept_to_the_bin(tiny_model):
+    """Padding goes to the bin slot (capacity); on the ring only a row's last ``R`` kept tokens of the
+    call are written (earlier ones would be overwritten by the same call)."""
+    runtime = StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=2)
+    positions = torch.arange(16, 24).expand(2, -1)
+    keep = torch.arange(8)[None, :] < torch.tensor([[8], [3]])
+    args = step_inputs(runtime, torch.zeros(2, 8, dtype=torch.long), positions, keep)
+    ring, full = args[-2], args[-1]  # slots, in the order of the layer types (sliding first in tiny)
+    assert full.tolist() == [list(range(16, 24)), [16, 17, 18, 32, 32, 32, 32, 32]]
+    assert ring.tolist() == [[6, 6, 0, 1, 2, 3, 4, 5], [4, 5, 0, 6, 6, 6, 6, 6]]
+    assert args[2].tolist() == [7, 2]  # last_index
+    assert [mask.shape for mask in args[3:5]] == [(2, 1, 8, 6 + 8), (2, 1, 8, MAX_SEQ)]
+
+
+def test_bundle_export_refuses_what_it_cannot_hold(tiny_model):
+    runtime = StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=2)
+    with pytest.raises(ValueError, match=r"prefill_tokens must be a positive divisor of max_seq=32, got 5"):
+        export_bundle(runtime, "unused", prefill_tokens=5)
+    prompt = image_prompt(tiny_model.config, text_after=[1])
+    with_image = StaticGemma4Runtime(tiny_model, max_seq=80, image_slots=prompt.image_slots)
+    with pytest.raises(ValueError, match=r"a bundle is text-only"):
+        export_bundle(with_image, "unused", prefill_tokens=8)
+
+
+def test_cli_bundle_layout_needs_pte(tmp_path, capsys):
+    assert cli.main(["export", str(tmp_path / "out"), "--format", "pt2", "--layout", "bundle"]) == 2
+    assert "--layout bundle is an ExecuTorch program: use --format pte" in capsys.readouterr().err
