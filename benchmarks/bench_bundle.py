@@ -1,12 +1,12 @@
 """Per-token decode of the cache-in-program bundle (one ExecuTorch program, the KV cache inside it)
-vs the PyTorch backend vs HF, E2B geometry, batch 1, side by side in one run.
+vs the PyTorch backend vs HF, batch 1, side by side in one run (E2B geometry by default).
 
 For each ``max_seq`` the bundle is exported (its lowering time printed), the prompt (``max_seq / 2``
 tokens) is prefilled on every side, then decode steps alternate between the three: the bundle's
 ``decode`` method with its CPU-side inputs built each step (masks, slots), the PyTorch runtime's
 ``decode_one``, and HF's own ``DynamicCache`` step. Medians and ratios are printed.
 
-    python benchmarks/bench_bundle.py [--max-seq 256 1024] [--steps 12]
+    python benchmarks/bench_bundle.py [--config e2b-geometry] [--max-seq 256 1024] [--steps 12]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch
 from executorch.runtime import Runtime
 
 from gemma4_static.bundle import export_bundle, step_inputs
-from gemma4_static.oracle.references.models import build_default_model
+from gemma4_static.oracle.references.models import MODEL_NAMES, build_default_model
 from gemma4_static.oracle.references.samples import text_prompt
 from gemma4_static.runtime import StaticGemma4Runtime
 
@@ -76,10 +76,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-seq", type=int, nargs="+", default=[256, 1024])
     parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--config", choices=MODEL_NAMES, default="e2b-geometry")
     args = parser.parse_args()
     torch.set_grad_enabled(False)
-    model = build_default_model("e2b-geometry")
-    print(f"E2B geometry (2 query heads), batch 1, fp32, torch {torch.__version__}")
+    model = build_default_model(args.config)
+    print(f"{args.config}, batch 1, fp32, torch {torch.__version__}")
     header = ("max_seq", "prompt", "lower s", "bundle ms", "PyTorch ms", "HF ms", "ET/PT", "ET/HF")
     print(" ".join(f"{name:>10}" for name in header))
     for max_seq in args.max_seq:
