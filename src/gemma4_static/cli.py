@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import time
@@ -141,37 +140,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-BUNDLE_PREFILL_TOKENS = 64  # a bundle's prefill chunk: this, or the largest divisor of max_seq below it
-
-
-def _export(args: argparse.Namespace) -> int:
-    from .export import export_stages
-    from .oracle.references.models import build_default_model
-    from .runtime import StaticGemma4Runtime
-
-    if args.folder.exists() and not args.folder.is_dir():
-        print(f"gemma4-static export: {str(args.folder)!r} is not a folder", file=sys.stderr)
-        return 2
-    layout = args.layout or ("bundle" if args.format == "pte" else "stages")
-    if layout == "bundle" and args.format != "pte":
-        print("gemma4-static export: --layout bundle is an ExecuTorch program: use --format pte", file=sys.stderr)
-        return 2
-    runtime = StaticGemma4Runtime(build_default_model(args.config), max_seq=args.max_seq)
-    if layout == "bundle":
-        from .bundle import export_bundle
-
-        manifest = export_bundle(runtime, args.folder, prefill_tokens=math.gcd(args.max_seq, BUNDLE_PREFILL_TOKENS))
-        print(f"gemma4-static export: {args.config} as one .pte bundle (KV cache inside), manifest {manifest}")
-        return 0
-    manifest = export_stages(runtime, args.folder, format=args.format)
-    print(f"gemma4-static export: {args.config} stages as .{args.format} programs, manifest {manifest}")
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "export":
-        return _export(args)
+        from .export_command import run_export
+
+        return run_export(args)
     if args.command == "kernels" or args.kernel_set is not None:
         from .oracle.numerics.kernel_sets import describe, rerun_under
 

@@ -3,7 +3,8 @@ prepared once and shared by every check group of :mod:`.verify`.
 
 The sample prompt follows the port's limits (:class:`~gemma4_static.ports.base.PortLimits`): a
 ragged batch of 2 right-padded rows where the port takes them, one unpadded row where it takes
-batch 1 or no padding; an image per row on a multimodal model where the port takes images."""
+batch 1 or no padding; two images per row (two image slots of different sizes) on a multimodal
+model where the port takes images."""
 
 from __future__ import annotations
 
@@ -158,12 +159,15 @@ def make_port(
     return port
 
 
+SECOND_IMAGE = ((2, (40, 72), 70),)  # an image of another size mid-prompt: two image slots per row
+
+
 def sample_prompt(config: Any, limits: PortLimits) -> Prompt:
     """The sample prompt a port with ``limits`` takes (see the module docstring)."""
     window = read_text_config(config).sliding_window
     single = limits.max_batch == 1 or limits.padding_side is None
     if limits.images and getattr(config, "vision_config", None) is not None:
-        return image_prompt(config, text_after=[6] if single else [6, 2])
+        return image_prompt(config, text_after=[6] if single else [6, 2], then=SECOND_IMAGE)
     return text_prompt(config, [window + 3] if single else [window + 3, window // 2])
 
 
