@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import gemma4_static
-from gemma4_static import cli, export
+from gemma4_static import cli, export_command
 from gemma4_static.cpu import vision as cpu_vision
 from gemma4_static.cpu.rope import build_rope
 from gemma4_static.ports import static as static_port
@@ -187,16 +187,28 @@ def test_bad_numbers_and_paths_are_one_line_usage_errors(argv, message, capsys):
 
 def test_export_command_exports_the_configured_runtime(tmp_path, capsys, monkeypatch):
     """The command's wiring: a runtime of the named model at ``--max-seq``, the folder and the
-    format reach ``export_stages`` (which tests/parity/test_export.py runs for real)."""
+    format reach ``export_stages`` (``pt2``, or ``pte --layout stages``) or ``export_bundle`` (``pte``,
+    prefill chunks of gcd(max_seq, 64)); tests/parity/test_export.py and test_bundle.py run them for real."""
     calls = []
 
     def export_stages(runtime, folder, *, format):
         calls.append((runtime.layout.max_seq, folder, format))
         return folder / "manifest.json"
 
-    monkeypatch.setattr(export, "export_stages", export_stages)
+    def export_bundle(runtime, folder, *, prefill_tokens):
+        calls.append((runtime.layout.max_seq, folder, f"bundle of {prefill_tokens}"))
+        return folder / "manifest.json"
+
+    monkeypatch.setattr(export_command, "export_stages", export_stages)
+    monkeypatch.setattr(export_command, "export_bundle", export_bundle)
     assert cli.main(["export", str(tmp_path / "stages"), "--max-seq", "16", "--format", "pt2"]) == 0
-    assert calls == [(16, tmp_path / "stages", "pt2")]
+    assert cli.main(["export", str(tmp_path / "pte"), "--max-seq", "16", "--format", "pte", "--layout", "stages"]) == 0
+    assert cli.main(["export", str(tmp_path / "bundle"), "--max-seq", "48", "--format", "pte"]) == 0
+    assert calls == [
+        (16, tmp_path / "stages", "pt2"),
+        (16, tmp_path / "pte", "pte"),
+        (48, tmp_path / "bundle", "bundle of 16"),
+    ]
     assert f"manifest {tmp_path / 'stages' / 'manifest.json'}" in capsys.readouterr().out
     (tmp_path / "a-file").write_text("")
     assert cli.main(["export", str(tmp_path / "a-file")]) == 2
