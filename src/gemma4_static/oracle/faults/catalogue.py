@@ -152,6 +152,11 @@ CATALOGUE: tuple[Fault, ...] = (
         "a finite mask value far too small (-1): masked keys keep real attention weight",
         (after_init(LayerStack, setting("fill", lambda stack: -1.0)),),
     ),
+    Fault(
+        "key-span-one-short",
+        "decode attends over the max_seq slots up to the query's position, leaving out its own key",
+        ((LayerStack, "key_span", lambda original: lambda stack, positions: int(positions.max())),),
+    ),
     *VISION_FAULTS,
     *FAMILY_FAULTS,
 )
