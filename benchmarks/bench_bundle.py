@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from executorch.runtime import Runtime
 
-from gemma4_static.bundle import export_bundle, step_inputs
+from gemma4_static.bundle import export_bundle, prefill_logits, step_inputs
 from gemma4_static.oracle.references.models import MODEL_NAMES, build_default_model
 from gemma4_static.oracle.references.samples import text_prompt
 from gemma4_static.runtime import StaticGemma4Runtime
@@ -34,18 +34,6 @@ def _seconds(fn) -> float:
     return time.perf_counter() - start
 
 
-def _bundle_prefill(runtime: StaticGemma4Runtime, method, prompt) -> torch.Tensor:
-    """The prompt through the bundle's ``prefill`` method in chunks; logits at its last token."""
-    inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
-    length = int(inputs.valid_length[0])
-    for start in range(0, length, CHUNK):
-        positions = torch.arange(start, start + CHUNK)[None]
-        keep = inputs.valid[:, start : start + CHUNK]
-        args = step_inputs(runtime, inputs.input_ids[:, start : start + CHUNK], positions, keep)
-        logits = method.execute([tensor.contiguous() for tensor in args])[0]
-    return logits
-
-
 def _row(model, max_seq: int, steps: int) -> tuple:
     """One ``max_seq``: lowering seconds and the median decode step of the bundle, PyTorch and HF."""
     prompt = text_prompt(model.config, [max_seq // 2])
@@ -54,14 +42,15 @@ def _row(model, max_seq: int, steps: int) -> tuple:
         lowering = _seconds(lambda: export_bundle(runtime, folder, prefill_tokens=CHUNK))
         program = Runtime.get().load_program((Path(folder) / "model.pte").read_bytes())
     prefill, decode = program.load_method("prefill"), program.load_method("decode")
-    ours = _bundle_prefill(runtime, prefill, prompt)
+    inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
+    ours = prefill_logits(runtime, lambda *args: prefill.execute(list(args))[0], inputs, CHUNK)
     torch.testing.assert_close(ours, runtime.prefill(prompt.input_ids, prompt.attention_mask), rtol=0, atol=1e-3)
     cache = model(**prompt.hf_kwargs(), use_cache=True).cache
     token, position = torch.full((1, 1), 7), torch.tensor([[max_seq // 2]])
 
     def bundle_step() -> None:
         keep = torch.ones_like(position, dtype=torch.bool)
-        decode.execute([tensor.contiguous() for tensor in step_inputs(runtime, token, position, keep)])
+        decode.execute(list(step_inputs(runtime, token, position, keep)))
         position.add_(1)
 
     times: dict[str, list[float]] = {"bundle": [], "PyTorch": [], "HF": []}

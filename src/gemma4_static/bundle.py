@@ -11,10 +11,13 @@ cache bookkeeping; a C++ runner builds them from the manifest).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
+from .cpu.inputs import StaticInputs
+from .edge import export_for_lowering
 from .npu.cached_stack import CachedStack
 from .runtime import StaticGemma4Runtime
 from .spec import SLIDING_ATTENTION
@@ -78,7 +81,26 @@ def step_inputs(
             kept = keep & (positions > last - capacity)
         slots.append(torch.where(kept, cache.slots(name, positions), capacity))
     last_index = (keep.sum(dim=1) - 1).clamp(min=0)
-    return (input_ids, positions, last_index, *(masks[name] for name in order), *slots)
+    args = (input_ids, positions, last_index, *(masks[name] for name in order), *slots)
+    return tuple(tensor.contiguous() for tensor in args)  # a program's inputs are dense
+
+
+def prefill_logits(
+    runtime: StaticGemma4Runtime, step: Callable[..., torch.Tensor], inputs: StaticInputs, chunk: int
+) -> torch.Tensor:
+    """``(B, vocab)``: each row's logits at its last valid token after feeding ``inputs`` (laid out by
+    ``runtime.build_inputs``) to ``step`` in calls of ``chunk`` tokens (``step(*step_inputs(...))``:
+    the bundle's ``prefill`` method, or a :class:`CachedStack` itself)."""
+    lengths = inputs.valid_length
+    logits = None
+    for start in range(0, int(lengths.max()), chunk):
+        span = slice(start, start + chunk)
+        positions = torch.arange(start, start + chunk).expand(len(lengths), -1)
+        out = step(*step_inputs(runtime, inputs.input_ids[:, span], positions, inputs.valid[:, span]))
+        logits = torch.zeros_like(out) if logits is None else logits
+        ends_here = (lengths > start) & (lengths <= start + chunk)
+        logits[ends_here] = out[ends_here]
+    return logits
 
 
 def export_bundle(runtime: StaticGemma4Runtime, folder: str | Path, *, prefill_tokens: int) -> Path:
@@ -96,18 +118,13 @@ def export_bundle(runtime: StaticGemma4Runtime, folder: str | Path, *, prefill_t
     from executorch.exir.passes import MemoryPlanningPass
     from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 
-    from .edge import _gelu
-
     module, batch = cached_stack(runtime), layout.batch_size
     programs = {}
     for method, tokens in (("prefill", prefill_tokens), ("decode", 1)):
         positions = torch.arange(tokens).expand(batch, -1)
         ids = torch.full((batch, tokens), runtime.spec.pad_token_id)
-        keep = torch.ones_like(positions, dtype=torch.bool)
-        example = tuple(tensor.contiguous() for tensor in step_inputs(runtime, ids, positions, keep))
-        with torch.no_grad():
-            exported = torch.export.export(module, example, strict=False)
-        programs[method] = exported.run_decompositions({torch.ops.aten.gelu.default: _gelu})
+        example = step_inputs(runtime, ids, positions, torch.ones_like(positions, dtype=torch.bool))
+        programs[method] = export_for_lowering(module, example)
     edge = to_edge_transform_and_lower(programs, partitioner=[XnnpackPartitioner()])
     program = edge.to_executorch(
         ExecutorchBackendConfig(

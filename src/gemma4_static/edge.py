@@ -95,6 +95,14 @@ def _op_name(target: Any) -> str:
     return target.name() if hasattr(target, "name") else str(target)
 
 
+def export_for_lowering(module: nn.Module, args: tuple) -> torch.export.ExportedProgram:
+    """``torch.export`` (non-strict) of ``module`` at ``args``, GELU written out (:func:`_gelu`): what
+    ExecuTorch's lowering takes, for a stage program and for the bundle's methods alike."""
+    with torch.no_grad():
+        exported = torch.export.export(module, args, strict=False)
+    return exported.run_decompositions({torch.ops.aten.gelu.default: _gelu})
+
+
 def lower(module: nn.Module, args: tuple) -> LoweredProgram:
     """``module`` at the static signature of ``args``, lowered to an ExecuTorch program and loaded."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
@@ -103,8 +111,7 @@ def lower(module: nn.Module, args: tuple) -> LoweredProgram:
 
     tensors, spec, fixed = _tensors(args)
     example = tuple(tensor.contiguous() for tensor in tensors)  # programs take dense inputs
-    exported = torch.export.export(_FlatInputs(module, spec, fixed), example, strict=False)
-    exported = exported.run_decompositions({torch.ops.aten.gelu.default: _gelu})
+    exported = export_for_lowering(_FlatInputs(module, spec, fixed), example)
     edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
     targets = [_op_name(node.target) for node in edge.exported_program().graph.nodes if node.op == "call_function"]
     delegated = sum(DELEGATE_CALL in target for target in targets)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from gemma4_static import cli
-from gemma4_static.bundle import cached_stack, export_bundle, step_inputs
+from gemma4_static.bundle import cached_stack, export_bundle, prefill_logits, step_inputs
 from gemma4_static.oracle.checks import tolerances
 from gemma4_static.oracle.references.samples import image_prompt, text_prompt
 from gemma4_static.runtime import StaticGemma4Runtime
@@ -30,13 +30,8 @@ def test_cached_stack_equals_the_runtime(tiny_model, chunk):
     inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
     lengths = inputs.valid_length
     expected = runtime.prefill(prompt.input_ids, prompt.attention_mask)
-    ours = torch.zeros_like(expected)
     with torch.no_grad():
-        for start in range(0, int(lengths.max()), chunk):
-            positions, span = torch.arange(start, start + chunk).expand(2, -1), slice(start, start + chunk)
-            out = program(*step_inputs(runtime, inputs.input_ids[:, span], positions, inputs.valid[:, span]))
-            ends_here = (lengths > start) & (lengths <= start + chunk)
-            ours[ends_here] = out[ends_here]
+        ours = prefill_logits(runtime, program, inputs, chunk)
         torch.testing.assert_close(ours, expected, rtol=0, atol=tolerances.relative(torch.float32, expected))
         for step in range(12):
             token = expected.argmax(dim=-1)[:, None]
