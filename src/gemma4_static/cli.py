@@ -93,9 +93,10 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--no-export", action="store_true", help="skip the torch.export round-trip")
     verify.add_argument(
         "--backend",
-        choices=("torch", "executorch"),
+        choices=("torch", "executorch", "executorch-stages"),
         default="torch",
-        help="run the NPU stages as PyTorch modules or as ExecuTorch programs (needs the executorch extra)",
+        help="run the NPU stages as PyTorch modules or on ExecuTorch (needs the executorch extra): executorch = the "
+        "text model as one program with the KV cache inside it, executorch-stages = one program per stage",
     )
     verify.add_argument(
         "--without",

@@ -21,7 +21,9 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
-BACKENDS = ("torch", "executorch")
+from .npu.delegable import LOWERING_DECOMPOSITIONS
+
+BACKENDS = ("torch", "executorch", "executorch-stages")
 
 DELEGATE_CALL = "executorch_call_delegate"
 
@@ -83,24 +85,17 @@ def _signature(args: tuple) -> tuple:
     return str(spec), fixed, tuple((tuple(t.shape), t.dtype) for t in tensors)
 
 
-def _gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
-    """GELU written out, so a backend cannot swap the tanh approximation for the exact form
-    (XNNPACK's GELU kernel computes the erf form: 5e-4 off on values of 12)."""
-    if approximate == "tanh":
-        return 0.5 * x * (1.0 + torch.tanh((2.0 / torch.pi) ** 0.5 * (x + 0.044715 * x * x * x)))
-    return 0.5 * x * (1.0 + torch.erf(x * 0.5**0.5))
-
-
 def _op_name(target: Any) -> str:
     return target.name() if hasattr(target, "name") else str(target)
 
 
 def export_for_lowering(module: nn.Module, args: tuple) -> torch.export.ExportedProgram:
-    """``torch.export`` (non-strict) of ``module`` at ``args``, GELU written out (:func:`_gelu`): what
-    ExecuTorch's lowering takes, for a stage program and for the bundle's methods alike."""
+    """``torch.export`` (non-strict) of ``module`` at ``args`` with the decompositions that keep its
+    operators delegable (:mod:`~gemma4_static.npu.delegable`): what ExecuTorch's lowering takes, for
+    a stage program and for the bundle's methods alike."""
     with torch.no_grad():
         exported = torch.export.export(module, args, strict=False)
-    return exported.run_decompositions({torch.ops.aten.gelu.default: _gelu})
+    return exported.run_decompositions(LOWERING_DECOMPOSITIONS)
 
 
 def lower(module: nn.Module, args: tuple) -> LoweredProgram:
@@ -175,7 +170,7 @@ def backend_stages(stages: Any, backend: str) -> Any:
     if backend == "torch":
         return stages
     if importlib.util.find_spec("executorch") is None:
-        raise ValueError("backend='executorch' needs the executorch extra: pip install 'gemma4-static[executorch]'")
+        raise ValueError(f"backend={backend!r} needs the executorch extra: pip install 'gemma4-static[executorch]'")
 
     def wrap(name: str, stage: nn.Module | None) -> EdgeStage | nn.Module | None:
         return EdgeStage(name, stage) if stage is not None and runs_on_npu(stage) else stage

@@ -20,6 +20,7 @@ from .cpu.layout import StaticLayout, image_slots_argument, vision_profiles_argu
 from .edge import backend_stages
 from .multimodal import fuse_images
 from .npu.stages import build_stages
+from .program import CacheProgram
 from .spec import read_model
 from .stack import LayerStack
 
@@ -46,7 +47,10 @@ class StaticGemma4Runtime:
     The stages run over a :class:`~gemma4_static.stack.LayerStack` (masks, RoPE, the static cache;
     ``sliding_cache="ring"`` keeps ``sliding_window`` slots for sliding layers, ``"full"`` ``max_seq``).
     ``modules`` are the PyTorch stages (what export reads); ``stages`` are what runs: the modules
-    (``backend="torch"``) or their ExecuTorch programs. ``prefill_chunk``: prefill in fixed chunks.
+    (``backend="torch"``) or their ExecuTorch programs (``"executorch-stages"``: a program per stage,
+    the cache passed in and out). ``backend="executorch"`` runs the text model as one program with
+    the KV cache inside it (``program``, :class:`~gemma4_static.program.CacheProgram`; images
+    still go through the vision and fusion programs). ``prefill_chunk``: prefill in fixed chunks.
     ``image_slots`` ``[(start, tokens), ...]`` are where a row's images go (any slot may hold text
     instead; ``visual_start_idx``/``num_visual_tokens`` is the one-slot shorthand); each slot's
     vision stage runs at ``vision_profile`` soft tokens (one for all slots or one per slot;
@@ -80,6 +84,9 @@ class StaticGemma4Runtime:
         self.modules = build_stages(self.spec, weights, image_slots=self.layout.image_slots)
         self.stages = backend_stages(self.modules, backend)
         self.stack = LayerStack(self.spec, self.stages.layers, self.layout, self.mask_value)
+        in_program = backend == "executorch"  # the text stages as one program, the KV cache inside it
+        chunk = self.layout.prefill_chunk or max_seq
+        self.program = CacheProgram(self.modules, self.stack, chunk) if in_program else None
         self.prefilled = False
 
     def reset(self) -> None:
@@ -127,44 +134,23 @@ class StaticGemma4Runtime:
     ) -> PrefillOutputs:
         """:meth:`prefill` of :meth:`build_inputs`' result, with its intermediate products (see
         :class:`PrefillOutputs`; the per-layer hidden states are kept by single-shot prefill only)."""
-        stages, batch = self.stages, self.layout.batch_size
-        embeddings = stages.embedding(inputs.input_ids)
+        stages, program = self.stages, self.program
+        needs_embeddings = program is None or keep_intermediates or inputs.image_count > 0
+        embeddings = stages.embedding(inputs.input_ids) if needs_embeddings else None
         fused, soft_tokens = fuse_images(
             stages, self.spec, self.layout, inputs, embeddings, pixel_values, image_position_ids, self.mask_value
         )
-        per_layer_inputs = stages.per_layer_inputs(inputs.input_ids, fused)
         blocks = None if soft_tokens is None else self.stack.mask_table.vision_blocks(inputs.mm_token_type_ids)
-
         self.prefilled = False  # until this prefill has filled the cache
-        self.cache.reset(inputs.valid_length)
-        single_shot = self.layout.prefill_chunk is None
-        states = [fused] if keep_intermediates and single_shot else None
-        # Layers that reuse K/V write nothing, so past the producers only the last token of each
-        # row matters (as HF's generate does); intermediates keep the full depth for debugging.
-        depth = self.spec.num_layers if states is not None else self.stack.first_reusing_layer
-        if single_shot:
-            positions = torch.arange(self.layout.max_seq).expand(batch, -1)
-            masks = self.stack.own_masks(inputs.valid, blocks)
-            hidden = self.stack.run(
-                fused, per_layer_inputs, positions, inputs.valid, masks, range(depth), mode="own", states=states
-            )
+        by_stages = program is None or keep_intermediates
+        per_layer_inputs = stages.per_layer_inputs(inputs.input_ids, fused) if by_stages else None
+        if program is not None:  # the cache-in-program form: every layer's output from its traced twin
+            states = [] if keep_intermediates else None
+            self.cache.reset(inputs.valid_length)
+            logits = program.prefill(inputs, None if soft_tokens is None else fused, blocks, states)
         else:
-            hidden = self.stack.run_chunks(fused, per_layer_inputs, inputs.valid, blocks, range(depth))
-
-        rows, last_index = torch.arange(batch), inputs.valid_length - 1
-        last = hidden[rows, last_index][:, None]
-        if depth < self.spec.num_layers:
-            positions = last_index[:, None]
-            last = self.stack.run(
-                last,
-                per_layer_inputs[rows, last_index][:, None],
-                positions,
-                torch.zeros_like(positions, dtype=torch.bool),
-                self.stack.cache_masks(positions, inputs.valid_length, blocks),
-                range(depth, self.spec.num_layers),
-                mode="cache",
-            )
-        logits = stages.lm_head(last)[:, 0]
+            states = [fused] if keep_intermediates and self.layout.prefill_chunk is None else None
+            logits = stages.lm_head(self.stack.prefill(fused, per_layer_inputs, inputs, blocks, states))[:, 0]
         self.prefilled = True
         if not keep_intermediates:
             return PrefillOutputs(logits=logits, inputs=inputs)
@@ -189,6 +175,8 @@ class StaticGemma4Runtime:
             raise ValueError("decode_one needs a prefill first: the cache holds no prompt (call prefill or generate)")
         next_ids = llm_ids(next_ids, self.spec.placeholder_token_ids, self.spec.pad_token_id)
         positions = self.cache.advance()[:, None]
+        if self.program is not None:
+            return self.program.decode(next_ids, positions)
         embeddings = self.stages.embedding(next_ids)
         per_layer_inputs = self.stages.per_layer_inputs(next_ids, embeddings)
         masks = self.stack.cache_masks(positions, self.cache.lengths)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from .cpu.cache import StaticKVCache
+from .cpu.inputs import StaticInputs
 from .cpu.layout import StaticLayout
 from .cpu.masks import mask_table, to_additive
 from .cpu.rope import RopeTables
@@ -67,6 +68,44 @@ class LayerStack:
                 key_positions[name] = self.cache.key_positions(name, written)
         masks = self.mask_table.masks_at(positions, key_positions, blocks)
         return {name: to_additive(mask, dtype=self.spec.dtype, mask_value=self.fill) for name, mask in masks.items()}
+
+    def prefill(
+        self,
+        fused: torch.Tensor,
+        per_layer_inputs: torch.Tensor,
+        inputs: StaticInputs,
+        blocks: torch.Tensor | None,
+        states: list[torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """Prefill the ``(B, max_seq, H)`` embeddings over the emptied cache, single shot or in
+        chunks; returns each row's last valid token's output ``(B, 1, H)``. Layers that reuse K/V
+        write nothing, so past the producers only each row's last token runs (as HF's generate
+        does), unless ``states`` collects every layer's output (single-shot prefill only)."""
+        batch = self.layout.batch_size
+        self.cache.reset(inputs.valid_length)
+        depth = self.spec.num_layers if states is not None else self.first_reusing_layer
+        if self.layout.prefill_chunk is None:
+            positions = torch.arange(self.layout.max_seq).expand(batch, -1)
+            masks = self.own_masks(inputs.valid, blocks)
+            hidden = self.run(
+                fused, per_layer_inputs, positions, inputs.valid, masks, range(depth), mode="own", states=states
+            )
+        else:
+            hidden = self.run_chunks(fused, per_layer_inputs, inputs.valid, blocks, range(depth))
+        rows, last_index = torch.arange(batch), inputs.valid_length - 1
+        last = hidden[rows, last_index][:, None]
+        if depth == self.spec.num_layers:
+            return last
+        positions = last_index[:, None]
+        return self.run(
+            last,
+            per_layer_inputs[rows, last_index][:, None],
+            positions,
+            torch.zeros_like(positions, dtype=torch.bool),
+            self.cache_masks(positions, inputs.valid_length, blocks),
+            range(depth, self.spec.num_layers),
+            mode="cache",
+        )
 
     def run(
         self,

@@ -41,7 +41,10 @@ def step_inputs(manifest: dict, ids: torch.Tensor, positions: torch.Tensor, keep
         masks.append(torch.where(allowed, 0.0, manifest["mask_fill"])[:, None].contiguous())
         slots.append(slot.contiguous())
     last_index = (keep.sum(dim=1) - 1).clamp(min=0)
-    return [ids.contiguous(), positions.contiguous(), last_index, *masks, *slots]
+    dtype = getattr(torch, manifest["dtype"])
+    embeddings = torch.zeros(*ids.shape, manifest["hidden_size"], dtype=dtype)  # text: no soft tokens
+    embedded = torch.zeros(*ids.shape, 1, dtype=dtype)
+    return [ids.contiguous(), embeddings, embedded, positions.contiguous(), last_index, *masks, *slots]
 
 
 def generate(folder: Path, request: dict) -> list[list[int]]:

@@ -22,12 +22,13 @@ pytest.importorskip("executorch", reason="the executorch extra is not installed 
 
 from executorch.runtime import Runtime
 
-from gemma4_static.bundle import export_bundle, prefill_logits, step_inputs
+from gemma4_static.bundle import export_bundle
 from gemma4_static.oracle.checks import parity, tolerances
 from gemma4_static.oracle.checks.report import assert_rows_pass
 from gemma4_static.oracle.numerics.parity_numerics import greedy_rows
 from gemma4_static.oracle.references.hf import hf_decode_logits, hf_greedy, hf_prefill
 from gemma4_static.oracle.references.samples import text_prompt
+from gemma4_static.program import prefill_logits, step_inputs
 from gemma4_static.runtime import StaticGemma4Runtime
 
 pytestmark = [pytest.mark.executorch, pytest.mark.xdist_group("executorch")]
@@ -66,13 +67,13 @@ def test_program_matches_hf_step_by_step(bundle, tiny_model, report):
     inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
     tokens = torch.randint(3, 400, (2, NEW), generator=torch.Generator().manual_seed(6))
     theirs = hf_prefill(tiny_model, prompt).logits[torch.arange(2), prompt.last_index]
-    ours = prefill_logits(runtime, lambda *args: prefill.execute(list(args))[0], inputs, CHUNK)
+    ours = prefill_logits(runtime.stack, lambda *args: prefill.execute(list(args))[0], inputs, CHUNK)
     rows = parity.logits_rows(ours, theirs, torch.float32)
     hf_steps = hf_decode_logits(tiny_model, prompt, tokens)  # (B, NEW, vocab)
     for step in range(NEW):
         positions = (inputs.valid_length + step)[:, None]
         keep = torch.ones_like(positions, dtype=torch.bool)
-        ours = decode.execute(list(step_inputs(runtime, tokens[:, step : step + 1], positions, keep)))[0]
+        ours = decode.execute(list(step_inputs(runtime.stack, tokens[:, step : step + 1], positions, keep)))[0]
         rows.append(parity.stage_row("decode steps", f"step {step} logits", ours, hf_steps[:, step], torch.float32))
     worst = max(row.value for row in rows if row.metric == rows[0].metric)  # the max |logit diff| rows
     report(f"bundle vs HF: prefill + {NEW} decode steps (across ring wraps), max |logit diff| {worst:.3g}")

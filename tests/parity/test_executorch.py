@@ -1,6 +1,8 @@
-"""The runtime on ExecuTorch: every NPU stage lowered to an ExecuTorch program (XNNPACK, portable
-fallback) and run by ExecuTorch's runtime, driven by the same glue, checked against HF on the tiny
-model (ragged text across the sliding window, and with two image slots of different profiles).
+"""The runtime on ExecuTorch, driven by the same glue, checked against HF on the tiny model (ragged
+text across the sliding window and the ring's wraps, and two image slots of different profiles) in
+both forms: ``executorch`` (the default: the text model as one program, the KV cache inside it,
+images entering it as embeddings from the vision and fusion programs) and ``executorch-stages``
+(every NPU stage its own program, the cache passed in and out).
 
 Tolerances: the fp32 ones of the PyTorch backend (``tolerances.RELATIVE``); greedy tokens exactly.
 Measured: XNNPACK's kernels reduce in other orders, a few fp32 ulps per layer, like SDPA vs eager.
@@ -36,24 +38,40 @@ def image_case(tiny_model):
     return prompt, prompt.input_ids.shape[1] + 6
 
 
+BACKENDS = ("executorch", "executorch-stages")
+
+
 @pytest.fixture(scope="module")
-def text_setup(tiny_model, image_case):
-    """A ragged batch-2 prompt ending near the window (6), and a runtime whose stages are programs
-    (at the image runtime's shapes, so both share every layer's programs)."""
-    prompt = text_prompt(tiny_model.config, [9, 4], seed=12)
-    runtime = StaticGemma4Runtime(tiny_model, max_seq=image_case[1], batch_size=2, backend="executorch")
-    return prompt, runtime
+def runtimes(tiny_model, image_case):
+    """A runtime on each ExecuTorch backend, batch 2, at the image runtime's shapes (so both share
+    their programs)."""
+    return {
+        backend: StaticGemma4Runtime(tiny_model, max_seq=image_case[1], batch_size=2, backend=backend)
+        for backend in BACKENDS
+    }
+
+
+@pytest.fixture(scope="module")
+def text_prompt_near_window(tiny_model):
+    """A ragged batch-2 prompt ending near the window (6)."""
+    return text_prompt(tiny_model.config, [9, 4], seed=12)
+
+
+@pytest.fixture(params=BACKENDS)
+def text_setup(request, runtimes, text_prompt_near_window):
+    return text_prompt_near_window, runtimes[request.param], request.param
 
 
 def test_every_stage_is_an_executorch_program(text_setup, report):
-    _, runtime = text_setup
+    _, runtime, backend = text_setup
     stages = [runtime.stages.embedding, runtime.stages.per_layer_inputs, *runtime.stages.layers, runtime.stages.lm_head]
     assert all(isinstance(stage, EdgeStage) for stage in stages)
     assert runtime.modules.embedding is runtime.stages.embedding.module  # the same weights, lowered
+    assert (runtime.program is not None) == (backend == "executorch")  # the one-program form's text model
 
 
 def test_prefill_decode_and_generation_match_hf(text_setup, tiny_model, report):
-    prompt, runtime = text_setup
+    prompt, runtime, backend = text_setup
     theirs = hf_prefill(tiny_model, prompt).logits[torch.arange(2), prompt.last_index]
     rows = parity.logits_rows(runtime.prefill(prompt.input_ids, prompt.attention_mask), theirs, FP32)
     tokens = torch.randint(3, 400, (2, 12), generator=torch.Generator().manual_seed(3))  # across the window
@@ -63,14 +81,17 @@ def test_prefill_decode_and_generation_match_hf(text_setup, tiny_model, report):
     )
     worst = merge([row for row in rows if "logits" in row.check], "executorch", "logits").value
     lowered = sum(len(stage.programs()) for stage in (*runtime.stages.layers, runtime.stages.lm_head))
-    report(f"ExecuTorch text: {lowered} layer/head programs, logits vs HF {worst:.3g}, 24 greedy tokens")
+    if backend == "executorch":  # the whole text model in one program: no stage was lowered
+        assert lowered == 0 and set(runtime.program.methods()) == {"prefill", "decode"}
+    report(f"ExecuTorch text ({backend}): {lowered} layer/head programs, logits vs HF {worst:.3g}, 24 greedy tokens")
     assert_rows_pass(rows)
 
 
-def test_generation_with_two_image_slots_matches_hf(tiny_model, image_case, report):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_generation_with_two_image_slots_matches_hf(tiny_model, image_case, backend, report):
     prompt, max_seq = image_case
     runtime = StaticGemma4Runtime(
-        tiny_model, max_seq=max_seq, batch_size=2, backend="executorch", image_slots=prompt.image_slots
+        tiny_model, max_seq=max_seq, batch_size=2, backend=backend, image_slots=prompt.image_slots
     )
     theirs = hf_prefill(tiny_model, prompt).logits[torch.arange(2), prompt.last_index]
     args = (prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
@@ -81,7 +102,7 @@ def test_generation_with_two_image_slots_matches_hf(tiny_model, image_case, repo
     programs = runtime.stages.vision.programs()
     assert len(programs) == 2 and all(len(fusion.programs()) == 1 for fusion in runtime.stages.fusions)
     report(
-        "ExecuTorch images: vision programs at profiles 70 and 140, "
+        f"ExecuTorch images ({backend}): vision programs at profiles 70 and 140, "
         f"{[p.delegated for p in programs]} XNNPACK subgraphs, portable {[len(p.portable) for p in programs]} ops; "
         f"logits vs HF {rows[0].value:.3g}"
     )
@@ -90,7 +111,7 @@ def test_generation_with_two_image_slots_matches_hf(tiny_model, image_case, repo
 
 def test_a_shifted_mask_from_the_glue_fails_the_executorch_rows(text_setup, tiny_model, monkeypatch):
     """The programs really consume what the glue feeds them: a mask one position off breaks parity."""
-    prompt, runtime = text_setup
+    prompt, runtime, _ = text_setup
     original = LayerStack.cache_masks
 
     def shifted(self, positions, written, blocks=None, *, before=None):
@@ -106,14 +127,28 @@ def test_a_shifted_mask_from_the_glue_fails_the_executorch_rows(text_setup, tiny
     assert not all(row.passed for row in rows)
 
 
-def test_operator_report(text_setup):
-    """Each program says what XNNPACK took and what fell back to the portable kernels."""
-    prompt, runtime = text_setup
+def test_every_layer_output_of_the_program_matches_hf(runtimes, text_prompt_near_window, tiny_model, report):
+    """Where a divergence starts stays visible in the one-program form: its traced twin (the same
+    module, every layer's output returned) gives each layer's hidden states, compared with HF's."""
+    prompt, runtime = text_prompt_near_window, runtimes["executorch"]
+    ours = StaticRuntimePort.around(runtime, tiny_model.config).prefill(prompt, keep_intermediates=True)
+    valid = prompt.attention_mask.bool()
+    rows = parity.hidden_state_rows(tiny_model, ours.hidden_states, hf_prefill(tiny_model, prompt), valid, FP32)
+    assert len(rows) == tiny_model.config.get_text_config().num_hidden_layers + 1
+    report(f"ExecuTorch one program, traced: {len(rows)} hidden states vs HF, worst {max(r.value for r in rows):.3g}")
+    assert_rows_pass(rows)
+
+
+def test_operator_report(runtimes, text_prompt_near_window):
+    """Each stage program says what XNNPACK took and what fell back to the portable kernels: with the
+    lowering decompositions (``npu.delegable``) a decoder layer is one XNNPACK subgraph, RMSNorm,
+    RoPE and attention included; only the cache placement stays on portable kernels."""
+    prompt, runtime = text_prompt_near_window, runtimes["executorch-stages"]
     runtime.prefill(prompt.input_ids, prompt.attention_mask)  # lowers what an earlier test did not
     programs = [program for stage in runtime.stages.layers for program in stage.programs()]
     assert programs and all(program.delegated >= 1 for program in programs)
     fallbacks = {op for program in programs for op in program.portable}
-    assert "aten::mean.dim" in fallbacks  # RMSNorm's mean stays on portable kernels
+    assert not fallbacks & {"aten::mean.dim", "aten::pow.Tensor_Scalar", "aten::expand_copy", "aten::any.dim"}
 
 
 def test_an_empty_argument_is_made_inside_the_program():

@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from gemma4_static import cli
-from gemma4_static.bundle import cached_stack, export_bundle, prefill_logits, step_inputs
+from gemma4_static.bundle import export_bundle
 from gemma4_static.oracle.checks import tolerances
 from gemma4_static.oracle.references.samples import image_prompt, text_prompt
+from gemma4_static.program import cached_stack, prefill_logits, step_inputs
 from gemma4_static.runtime import StaticGemma4Runtime
 
 MAX_SEQ, CHUNK = 32, 8
@@ -25,19 +26,46 @@ def test_cached_stack_equals_the_runtime(tiny_model, chunk):
     """Prefill (in chunks longer than the ring of 6, or all 32 positions in one call) and 12 decode
     steps across ring wraps: logits equal the runtime's at every row's last token and every step."""
     runtime = StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=2)
-    program = cached_stack(StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=2))
+    twin = StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=2)
+    program = cached_stack(twin.modules, twin.stack)
     prompt = text_prompt(tiny_model.config, [13, 5], seed=2)
     inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
     lengths = inputs.valid_length
     expected = runtime.prefill(prompt.input_ids, prompt.attention_mask)
     with torch.no_grad():
-        ours = prefill_logits(runtime, program, inputs, chunk)
+        ours = prefill_logits(runtime.stack, program, inputs, chunk)
         torch.testing.assert_close(ours, expected, rtol=0, atol=tolerances.relative(torch.float32, expected))
         for step in range(12):
             token = expected.argmax(dim=-1)[:, None]
             expected = runtime.decode_one(token)
             positions = (lengths + step)[:, None]
-            ours = program(*step_inputs(runtime, token, positions, torch.ones_like(positions, dtype=torch.bool)))
+            ours = program(*step_inputs(runtime.stack, token, positions, torch.ones_like(positions, dtype=torch.bool)))
+            torch.testing.assert_close(ours, expected, rtol=0, atol=tolerances.relative(torch.float32, expected))
+
+
+def test_cached_stack_takes_images_as_embeddings(tiny_model):
+    """Two image slots, row 0 filling both and row 1 the second: the soft tokens enter the step as
+    embeddings (``embedded`` on the image tokens only) under the image blocks' masks; prefill in one
+    call and 4 decode steps equal the runtime's logits."""
+    second = ((2, (40, 72), 140),)
+    prompt = image_prompt(
+        tiny_model.config, text_after=[3, 1], seed=5, then=second, with_image=[(True, True), (False, True)]
+    )
+    max_seq = prompt.input_ids.shape[1] + 4
+    runtime = StaticGemma4Runtime(tiny_model, max_seq=max_seq, batch_size=2, image_slots=prompt.image_slots)
+    program = cached_stack(runtime.modules, runtime.stack)
+    inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
+    outputs = runtime.prefill_outputs(inputs, prompt.pixel_values, prompt.image_position_ids, keep_intermediates=True)
+    fused, blocks = outputs.hidden_states[0], runtime.stack.mask_table.vision_blocks(inputs.mm_token_type_ids)
+    expected = outputs.logits
+    with torch.no_grad():
+        ours = prefill_logits(runtime.stack, program, inputs, max_seq, fused=fused, blocks=blocks)
+        torch.testing.assert_close(ours, expected, rtol=0, atol=tolerances.relative(torch.float32, expected))
+        for step in range(4):
+            token = expected.argmax(dim=-1)[:, None]
+            expected = runtime.decode_one(token)
+            positions = (inputs.valid_length + step)[:, None]
+            ours = program(*step_inputs(runtime.stack, token, positions, torch.ones_like(positions, dtype=torch.bool)))
             torch.testing.assert_close(ours, expected, rtol=0, atol=tolerances.relative(torch.float32, expected))
 
 
@@ -47,12 +75,12 @@ def test_step_slots_send_what_is_not_kept_to_the_bin(tiny_model):
     runtime = StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=2)
     positions = torch.arange(16, 24).expand(2, -1)
     keep = torch.arange(8)[None, :] < torch.tensor([[8], [3]])
-    args = step_inputs(runtime, torch.zeros(2, 8, dtype=torch.long), positions, keep)
+    args = step_inputs(runtime.stack, torch.zeros(2, 8, dtype=torch.long), positions, keep)
     ring, full = args[-2], args[-1]  # slots, in the order of the layer types (sliding first in tiny)
     assert full.tolist() == [list(range(16, 24)), [16, 17, 18, 32, 32, 32, 32, 32]]
     assert ring.tolist() == [[6, 6, 0, 1, 2, 3, 4, 5], [4, 5, 0, 6, 6, 6, 6, 6]]
-    assert args[2].tolist() == [7, 2]  # last_index
-    assert [mask.shape for mask in args[3:5]] == [(2, 1, 8, 6 + 8), (2, 1, 8, MAX_SEQ)]
+    assert args[4].tolist() == [7, 2]  # last_index
+    assert [mask.shape for mask in args[5:7]] == [(2, 1, 8, 6 + 8), (2, 1, 8, MAX_SEQ)]
 
 
 def test_bundle_export_refuses_what_it_cannot_hold(tiny_model):

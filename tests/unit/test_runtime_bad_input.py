@@ -334,7 +334,9 @@ def test_eos_token_id_outside_the_vocabulary(text_runtime, eos_token_id):
 
 
 def test_unknown_backend_and_a_missing_executorch_extra(tiny_model, monkeypatch):
-    with pytest.raises(ValueError, match=r"backend must be one of \('torch', 'executorch'\), got 'tpu'"):
+    with pytest.raises(
+        ValueError, match=r"backend must be one of \('torch', 'executorch', 'executorch-stages'\), got 'tpu'"
+    ):
         StaticGemma4Runtime(tiny_model, max_seq=8, backend="tpu")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ValueError, match=r"backend='executorch' needs the executorch extra"):

@@ -2,8 +2,9 @@
 per-layer inputs, every decoder layer over K/V buffers the program owns and updates in place,
 final norm and LM head.
 
-A step takes ``S`` tokens (a prefill chunk, or ``S = 1`` for decode) and what the CPU side owns:
-their positions, the additive masks per layer type and the cache slots their K/V go to. Buffers
+A step takes ``S`` tokens (a prefill chunk, or ``S = 1`` for decode), embeddings that replace some
+tokens' own (an image's soft tokens, fused on the CPU side or by the vision stages) and what the
+CPU side owns: their positions, the additive masks per layer type and the cache slots their K/V go to. Buffers
 hold one slot more than the layer type keeps (``capacity + 1``): slot ``capacity`` is the bin
 for K/V that must not be kept (padding, or positions a ring would overwrite in the same step);
 attention never reads it. Layer types that keep ``max_seq`` slots write first and attend over
@@ -23,10 +24,13 @@ from .lm_head import LMHead
 
 
 class CachedStack(nn.Module):
-    """``forward(input_ids (B, S), positions (B, S), last_index (B,), *masks, *slots)`` -> logits
-    ``(B, vocab)`` at ``last_index``, one mask and one slot tensor per entry of ``layer_types``
-    (their order): ``masks[t]`` ``(B, 1, S, K_t)`` additive (``0.0`` = allowed; ``K_t = max_seq``,
-    or ``capacity + S`` on a ring), ``slots[t]`` ``(B, S)`` long (``capacity`` = not kept).
+    """``forward(input_ids (B, S), embeddings (B, S, H), embedded (B, S, 1), positions (B, S),
+    last_index (B,), *masks, *slots)`` -> logits ``(B, vocab)`` at ``last_index``. A token whose
+    ``embedded`` is ``1.0`` enters as its row of ``embeddings``, one with ``0.0`` as its token's
+    embedding (exactly either: a blend by 0 and 1). One mask and one slot tensor per entry of
+    ``layer_types`` (their order): ``masks[t]`` ``(B, 1, S, K_t)`` additive (``0.0`` = allowed;
+    ``K_t = max_seq``, or ``capacity + S`` on a ring), ``slots[t]`` ``(B, S)`` long (``capacity`` =
+    not kept). With ``trace`` it also returns every layer's input and output ``(L + 1, B, S, H)``.
 
     ``cos``/``sin`` are ``{layer_type: (max_seq, head_dim)}`` RoPE tables; ``capacities`` the slots
     kept per layer type; ``sources[i]`` the layer whose K/V layer ``i`` attends over."""
@@ -44,13 +48,14 @@ class CachedStack(nn.Module):
         rope: dict[str, tuple[torch.Tensor, torch.Tensor]],
         batch_size: int,
         max_seq: int,
+        trace: bool = False,
     ) -> None:
         super().__init__()
         self.embedding, self.per_layer_inputs, self.lm_head = embedding, per_layer_inputs, lm_head
         self.layers = nn.ModuleList(layers)
         self.layer_types, self.sources, self.capacities = layer_types, sources, capacities
         self.type_order = tuple(dict.fromkeys(layer_types))
-        self.max_seq = max_seq
+        self.max_seq, self.trace = max_seq, trace
         for name, (cos, sin) in rope.items():
             self.register_buffer(f"cos_{name}", cos[:max_seq].contiguous(), persistent=False)
             self.register_buffer(f"sin_{name}", sin[:max_seq].contiguous(), persistent=False)
@@ -74,12 +79,19 @@ class CachedStack(nn.Module):
         return getattr(self, f"k_cache_{index}").view(shape), getattr(self, f"v_cache_{index}").view(shape)
 
     def forward(
-        self, input_ids: torch.Tensor, positions: torch.Tensor, last_index: torch.Tensor, *masks_and_slots: torch.Tensor
-    ) -> torch.Tensor:
+        self,
+        input_ids: torch.Tensor,
+        embeddings: torch.Tensor,
+        embedded: torch.Tensor,
+        positions: torch.Tensor,
+        last_index: torch.Tensor,
+        *masks_and_slots: torch.Tensor,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         count = len(self.type_order)
         masks = dict(zip(self.type_order, masks_and_slots[:count], strict=True))
         slots = dict(zip(self.type_order, masks_and_slots[count:], strict=True))
-        hidden = self.embedding(input_ids)
+        hidden = self.embedding(input_ids) * (1.0 - embedded) + embeddings * embedded
+        states = [hidden]
         per_layer_inputs = self.per_layer_inputs(input_ids, hidden)
         rope = {
             name: (
@@ -104,11 +116,13 @@ class CachedStack(nn.Module):
             hidden = layer.attend_and_feed_forward(
                 hidden, per_layer_inputs[:, :, index], query, keys, values, masks[layer_type]
             )
+            states.append(hidden)
         for index, (key, value) in produced.items():  # ring writes after every layer has read the ring
             if self.is_ring(self.layer_types[index]):
                 self._write(index, key, value, slots[self.layer_types[index]])
         last = hidden.gather(1, last_index[:, None, None].expand(-1, 1, hidden.shape[-1]))
-        return self.lm_head(last)[:, 0]
+        logits = self.lm_head(last)[:, 0]
+        return (logits, torch.stack(states)) if self.trace else logits
 
     def _write(self, index: int, key: torch.Tensor, value: torch.Tensor, slots: torch.Tensor) -> None:
         """``key``/``value`` ``(B, kv_heads, S, D)`` into producing layer ``index``'s buffers at ``slots

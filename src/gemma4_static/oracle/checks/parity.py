@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from ...export import StageCase, export_case
-from ...ports.base import Gemma4Port
+from ...ports.base import Gemma4Port, NotExposed
 from ...runtime import PrefillOutputs, StaticGemma4Runtime
 from ...spec import text_module
 from ..numerics.parity_numerics import decision_rows, greedy_rows
@@ -134,12 +134,20 @@ def hidden_state_rows(
     ]
 
 
+def observable_cache(runtime: StaticGemma4Runtime) -> Any:
+    """The runtime's static cache, or ``NotExposed`` when the cache lives inside an ExecuTorch program
+    (``backend="executorch"``: its K/V reach HF only through the logits)."""
+    if runtime.program is not None:
+        raise NotExposed("the KV cache lives inside the program (backend 'executorch'): checked through the logits")
+    return runtime.cache
+
+
 def kv_rows(runtime: StaticGemma4Runtime, model: Any, prompt: Prompt, dtype: torch.dtype) -> list[Row]:
     """K and V of every producing layer and every row after the runtime's prefill of ``prompt`` vs
     HF's cache of each row (on the positions HF keeps, see ``paired_kv``)."""
     return [
         stage_row("KV cache", name, mine, theirs, dtype)
-        for name, mine, theirs in paired_kv(runtime.cache, model, prompt)
+        for name, mine, theirs in paired_kv(observable_cache(runtime), model, prompt)
     ]
 
 

@@ -10,9 +10,10 @@ from typing import Any
 
 import torch
 
+from ...ports.base import NotExposed
 from ...spec import text_module
 from ..checks import parity
-from ..checks.report import Row, merge_by
+from ..checks.report import Row, merge_by, skip_row
 from ..numerics import parity_numerics
 from ..numerics.gates import GATES
 from ..references.hf import hf_decode_logits, hf_generate, hf_greedy, hf_prefill, paired_hidden_states, paired_kv
@@ -90,8 +91,13 @@ def _kv_rows(session: Session, stage: str, runtime: Any, prompt: Prompt, prefix:
     """K and V of every producing layer and row of ``runtime``'s cache after prefilling ``prompt``,
     against HF's caches (float64 and same dtype), merged per kind and metric."""
     gate = GATES[session.dtype]
-    kv_ref = paired_kv(runtime.cache, session.reference_model, prompt)
-    kv_hf = paired_kv(runtime.cache, session.model, prompt)
+    try:
+        cache = parity.observable_cache(runtime)
+    except NotExposed as reason:
+        yield skip_row(stage, f"{prefix}K/V of every producing layer", str(reason))
+        return
+    kv_ref = paired_kv(cache, session.reference_model, prompt)
+    kv_hf = paired_kv(cache, session.model, prompt)
     for kind in ("K", "V"):
         rows = [
             row
