@@ -4,7 +4,7 @@ buffers (ExecuTorch's memory planning with ``share_mutable_buffers``), plus a ma
 calling convention a runner in any language can follow (:data:`CONVENTION`).
 
 The CPU side stays with the caller: positions, the additive masks per layer type and the cache
-slots each step's K/V go to (:func:`~gemma4_static.program.step_inputs` builds them from the
+slots each step's K/V go to (:func:`~gemma4_static.program_inputs.step_inputs` builds them from the
 runtime's own mask table and cache bookkeeping; a C++ runner builds them from the manifest).
 """
 
@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from .program import cached_stack, lower_program
+from .program_inputs import prefill_method_tokens
 from .runtime import StaticGemma4Runtime
 from .spec import SLIDING_ATTENTION
 
@@ -36,10 +37,12 @@ the call) its slot is p (max_seq slots) or p mod R (ring); elsewhere the bin slo
 The cache starts empty (zeros); a new conversation overwrites what it needs (masks hide the rest)."""
 
 
-def export_bundle(runtime: StaticGemma4Runtime, folder: str | Path, *, prefill_tokens: int) -> Path:
-    """Write ``folder/model.pte`` (methods ``prefill`` of ``prefill_tokens`` tokens and ``decode`` of
-    one, sharing the cache) and ``folder/manifest.json``; returns the manifest path."""
+def export_bundle(runtime: StaticGemma4Runtime, folder: str | Path, *, prefill_tokens: int | None = None) -> Path:
+    """Write ``folder/model.pte`` (methods ``prefill`` of ``prefill_tokens`` tokens, by default the
+    runtime's own program's, and ``decode`` of one, sharing the cache) and ``folder/manifest.json``;
+    returns the manifest path."""
     layout = runtime.layout
+    prefill_tokens = prefill_method_tokens(layout) if prefill_tokens is None else prefill_tokens
     if layout.has_image_slot:
         raise ValueError("a bundle is text-only: build the runtime without image_slots")
     if not isinstance(prefill_tokens, int) or prefill_tokens < 1 or layout.max_seq % prefill_tokens:

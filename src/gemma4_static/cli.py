@@ -200,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.self_test:
             from .oracle.faults.self_test import self_test_command
 
-            return self_test_command(model, name, args.fault, checks, getattr(torch, args.dtype), started)
+            dtype = getattr(torch, args.dtype)
+            return self_test_command(model, name, args.fault, checks, dtype, args.backend, started)
         kernels = active_kernels()
         header = f"{name} ({type(model).__name__}, {args.dtype}; port {args.port}; {kernels})"
         print(f"gemma4-static verify: {header}", flush=True)

@@ -121,6 +121,11 @@ def lower(module: nn.Module, args: tuple) -> LoweredProgram:
 _PROGRAMS: dict[tuple, tuple[nn.Module, LoweredProgram]] = {}
 
 
+def forget_programs() -> None:
+    """Drop every lowered stage program (the next call lowers afresh)."""
+    _PROGRAMS.clear()
+
+
 class EdgeStage:
     """Calls ``module``'s ExecuTorch program for the signature it is called with (lowered on first use)."""
 

@@ -4,15 +4,12 @@ cache-in-program bundle (one ``.pte``), written to a folder with a manifest."""
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 from .bundle import export_bundle
 from .export import export_stages
 from .oracle.references.models import build_default_model
 from .runtime import StaticGemma4Runtime
-
-BUNDLE_PREFILL_TOKENS = 64  # a bundle's prefill chunk: this, or the largest divisor of max_seq below it
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -26,7 +23,7 @@ def run_export(args: argparse.Namespace) -> int:
         return 2
     runtime = StaticGemma4Runtime(build_default_model(args.config), max_seq=args.max_seq)
     if layout == "bundle":
-        manifest = export_bundle(runtime, args.folder, prefill_tokens=math.gcd(args.max_seq, BUNDLE_PREFILL_TOKENS))
+        manifest = export_bundle(runtime, args.folder)
         print(f"gemma4-static export: {args.config} as one .pte bundle (KV cache inside), manifest {manifest}")
         return 0
     manifest = export_stages(runtime, args.folder, format=args.format)

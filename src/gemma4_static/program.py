@@ -4,21 +4,23 @@ the cache buffers (ExecuTorch's memory planning with ``share_mutable_buffers``).
 
 The CPU side stays outside the program: positions, the additive masks per layer type and the cache
 slots each step's K/V go to come from the :class:`~gemma4_static.stack.LayerStack`'s own mask table
-and cache bookkeeping (:func:`step_inputs`). :class:`CacheProgram` is what the runtime's
-``backend="executorch"`` drives; :mod:`~gemma4_static.bundle` writes the same program to a file.
+and cache bookkeeping (:mod:`~gemma4_static.program_inputs`). :class:`CacheProgram` is what the
+runtime's ``backend="executorch"`` drives; :mod:`~gemma4_static.bundle` writes the program to a file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 from torch import nn
 
 from .cpu.inputs import StaticInputs
-from .edge import export_for_lowering
+from .edge import export_for_lowering, forget_programs
 from .npu.cached_stack import CachedStack
+from .program_inputs import prefill_logits, prefill_method_tokens, step_inputs
 from .stack import LayerStack
 
 CACHE_BUFFERS = ("k_cache", "v_cache")
@@ -43,95 +45,6 @@ def cached_stack(stages: Any, stack: LayerStack, *, trace: bool = False) -> Cach
         max_seq=stack.layout.max_seq,
         trace=trace,
     ).eval()
-
-
-def step_inputs(
-    stack: LayerStack,
-    input_ids: torch.Tensor,
-    positions: torch.Tensor,
-    keep: torch.Tensor,
-    *,
-    embeddings: torch.Tensor | None = None,
-    embedded: torch.Tensor | None = None,
-    blocks: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, ...]:
-    """The program's inputs for ``S`` tokens per row at ``positions (B, S)``, ``keep (B, S)`` marking
-    the valid ones (each row's valid tokens first; the cache holds positions ``[0, positions[:, 0])``
-    of each row before the call): ids, embeddings ``(B, S, H)`` and ``embedded (B, S)`` bool (which
-    tokens enter as their row of ``embeddings``; none by default), positions, last index, masks
-    (image ``blocks`` ``(B, max_seq)`` as the mask table takes them), slots (``bundle.CONVENTION``)."""
-    cache, dtype = stack.cache, stack.spec.dtype
-    before = positions[:, 0]
-    written = before + keep.sum(dim=1)
-    masks = stack.cache_masks(positions, written, blocks, before=before)
-    order = tuple(dict.fromkeys(stack.spec.text.layer_types))
-    slots = []
-    for name in order:
-        capacity, kept = cache.capacity[name], keep
-        if cache.is_ring(name):
-            last = torch.where(keep, positions, -1).max(dim=1, keepdim=True).values
-            kept = keep & (positions > last - capacity)
-        slots.append(torch.where(kept, cache.slots(name, positions), capacity))
-    last_index = (keep.sum(dim=1) - 1).clamp(min=0)
-    if embeddings is None:
-        embeddings = torch.zeros(*input_ids.shape, stack.spec.hidden_size, dtype=dtype)
-    embedded = torch.zeros_like(input_ids, dtype=torch.bool) if embedded is None else embedded
-    args = (
-        input_ids,
-        embeddings,
-        embedded[..., None].to(dtype),
-        positions,
-        last_index,
-        *(masks[name] for name in order),
-        *slots,
-    )
-    return tuple(tensor.contiguous() for tensor in args)  # a program's inputs are dense
-
-
-def prefill_logits(
-    stack: LayerStack,
-    step: Callable[..., Any],
-    inputs: StaticInputs,
-    chunk: int,
-    *,
-    fused: torch.Tensor | None = None,
-    blocks: torch.Tensor | None = None,
-    states: list[torch.Tensor] | None = None,
-) -> torch.Tensor:
-    """``(B, vocab)``: each row's logits at its last valid token after feeding ``inputs`` (laid out at
-    ``(B, max_seq)``) to ``step`` in calls of ``chunk`` tokens (``step(*step_inputs(...))``: a program's
-    ``prefill`` method, or a :class:`CachedStack` itself). ``fused (B, max_seq, H)``: the embeddings
-    with the images' soft tokens in their slots (taken where ``inputs.mm_token_type_ids`` is set).
-    With ``states`` (a traced ``step`` returning ``(logits, (L + 1, B, C, H))``) it collects each
-    layer's input and output over the chunks, ``(B, max_seq, H)`` each."""
-    lengths = inputs.valid_length
-    embedded = inputs.mm_token_type_ids.bool() if fused is not None else None
-    logits, traced = None, []
-    for start in range(0, int(lengths.max()), chunk):
-        span = slice(start, start + chunk)
-        positions = torch.arange(start, start + chunk).expand(len(lengths), -1)
-        args = step_inputs(
-            stack,
-            inputs.input_ids[:, span],
-            positions,
-            inputs.valid[:, span],
-            embeddings=None if fused is None else fused[:, span],
-            embedded=None if embedded is None else embedded[:, span],
-            blocks=blocks,
-        )
-        out = step(*args)
-        if states is not None:
-            out, chunk_states = out
-            traced.append(chunk_states)
-        logits = torch.zeros_like(out) if logits is None else logits
-        ends_here = (lengths > start) & (lengths <= start + chunk)
-        logits[ends_here] = out[ends_here]
-    if states is not None:
-        every = torch.cat(traced, dim=2)
-        padded = every.new_zeros(*every.shape[:2], stack.layout.max_seq, every.shape[-1])
-        padded[:, :, : every.shape[2]] = every
-        states.extend(padded.unbind(0))
-    return logits
 
 
 def lower_program(module: nn.Module, stack: LayerStack, chunk: int, methods: tuple[str, ...] = METHODS) -> bytes:
@@ -168,13 +81,30 @@ def lower_program(module: nn.Module, stack: LayerStack, chunk: int, methods: tup
 _LOWERED: dict[tuple, tuple[nn.Module, bytes]] = {}
 
 
+@contextlib.contextmanager
+def fresh_programs(backend: str) -> Iterator[None]:
+    """On an ExecuTorch ``backend``: no program lowered before the block is reused in it, and none
+    lowered in it outlives it (e.g. while a fault is injected into the stages' code); nothing on
+    ``"torch"``."""
+    if backend == "torch":
+        yield
+        return
+    _LOWERED.clear()
+    forget_programs()
+    try:
+        yield
+    finally:
+        _LOWERED.clear()
+        forget_programs()
+
+
 class CacheProgram:
     """The runtime's text stages as one cache-in-program ExecuTorch program (lowered on first use,
-    the bytes shared by runtimes of the same weights and layout), fed by ``stack``'s CPU side;
-    ``chunk`` is the prefill method's length (a divisor of ``max_seq``)."""
+    the bytes shared by runtimes of the same weights and layout), fed by ``stack``'s CPU side; its
+    prefill method takes :func:`prefill_method_tokens` tokens."""
 
-    def __init__(self, stages: Any, stack: LayerStack, chunk: int) -> None:
-        self.stages, self.stack, self.chunk = stages, stack, chunk
+    def __init__(self, stages: Any, stack: LayerStack) -> None:
+        self.stages, self.stack, self.chunk = stages, stack, prefill_method_tokens(stack.layout)
         self._loaded: dict[bool, tuple[bytes, Any, dict[str, Any]]] = {}  # trace -> (bytes, program, methods)
 
     def methods(self, *, trace: bool = False) -> dict[str, Any]:

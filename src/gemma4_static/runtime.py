@@ -85,8 +85,7 @@ class StaticGemma4Runtime:
         self.stages = backend_stages(self.modules, backend)
         self.stack = LayerStack(self.spec, self.stages.layers, self.layout, self.mask_value)
         in_program = backend == "executorch"  # the text stages as one program, the KV cache inside it
-        chunk = self.layout.prefill_chunk or max_seq
-        self.program = CacheProgram(self.modules, self.stack, chunk) if in_program else None
+        self.program = CacheProgram(self.modules, self.stack) if in_program else None
         self.prefilled = False
 
     def reset(self) -> None:

@@ -28,7 +28,7 @@ from gemma4_static.oracle.checks.report import assert_rows_pass
 from gemma4_static.oracle.numerics.parity_numerics import greedy_rows
 from gemma4_static.oracle.references.hf import hf_decode_logits, hf_greedy, hf_prefill
 from gemma4_static.oracle.references.samples import text_prompt
-from gemma4_static.program import prefill_logits, step_inputs
+from gemma4_static.program_inputs import prefill_logits, step_inputs
 from gemma4_static.runtime import StaticGemma4Runtime
 
 pytestmark = [pytest.mark.executorch, pytest.mark.xdist_group("executorch")]

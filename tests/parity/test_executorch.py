@@ -18,6 +18,8 @@ pytest.importorskip("executorch", reason="the executorch extra is not installed 
 from gemma4_static.edge import EdgeStage
 from gemma4_static.oracle.checks import parity
 from gemma4_static.oracle.checks.report import assert_rows_pass, merge
+from gemma4_static.oracle.faults.catalogue import faults_named
+from gemma4_static.oracle.faults.self_test import format_result, run_fault
 from gemma4_static.oracle.references.hf import hf_prefill
 from gemma4_static.oracle.references.samples import image_prompt, text_prompt
 from gemma4_static.ports.static import StaticRuntimePort
@@ -137,6 +139,16 @@ def test_every_layer_output_of_the_program_matches_hf(runtimes, text_prompt_near
     assert len(rows) == tiny_model.config.get_text_config().num_hidden_layers + 1
     report(f"ExecuTorch one program, traced: {len(rows)} hidden states vs HF, worst {max(r.value for r in rows):.3g}")
     assert_rows_pass(rows)
+
+
+def test_the_fault_self_test_reaches_inside_the_program(tiny_model, report):
+    """The fault self-test on the one-program form: a porting bug in the decoder layer's code
+    (``layer-scalar-missing``) is lowered into a fresh program (none lowered before is reused) and
+    the layer rows, read from the program's traced twin, catch it."""
+    fault = faults_named(["layer-scalar-missing"])[0]
+    result = run_fault(fault, tiny_model, checks=("layers",), backend="executorch")
+    report(f"self-test on ExecuTorch (one program): {format_result(result)}")
+    assert result.caught and result.failed[0].stage == "decoder layers"
 
 
 def test_operator_report(runtimes, text_prompt_near_window):

@@ -13,9 +13,11 @@ import torch
 
 from gemma4_static import cli
 from gemma4_static.bundle import export_bundle
+from gemma4_static.cpu.layout import StaticLayout
 from gemma4_static.oracle.checks import tolerances
 from gemma4_static.oracle.references.samples import image_prompt, text_prompt
-from gemma4_static.program import cached_stack, prefill_logits, step_inputs
+from gemma4_static.program import cached_stack
+from gemma4_static.program_inputs import PREFILL_TOKENS, prefill_logits, prefill_method_tokens, step_inputs
 from gemma4_static.runtime import StaticGemma4Runtime
 
 MAX_SEQ, CHUNK = 32, 8
@@ -91,6 +93,16 @@ def test_bundle_export_refuses_what_it_cannot_hold(tiny_model):
     with_image = StaticGemma4Runtime(tiny_model, max_seq=80, image_slots=prompt.image_slots)
     with pytest.raises(ValueError, match=r"a bundle is text-only"):
         export_bundle(with_image, "unused", prefill_tokens=8)
+
+
+def test_the_prefill_method_length_tiles_the_layout():
+    """256 tokens where they tile max_seq without splitting an image slot, else one call of max_seq;
+    a prefill_chunk is taken as it is."""
+    assert prefill_method_tokens(StaticLayout(1024, 1)) == PREFILL_TOKENS == 256
+    assert prefill_method_tokens(StaticLayout(1000, 1)) == 1000
+    assert prefill_method_tokens(StaticLayout(1024, 1, image_slots=((200, 64),), vision_profiles=(70,))) == 1024
+    assert prefill_method_tokens(StaticLayout(1024, 1, image_slots=((300, 64),), vision_profiles=(70,))) == 256
+    assert prefill_method_tokens(StaticLayout(1024, 1, prefill_chunk=128)) == 128
 
 
 def test_cli_bundle_layout_needs_pte(tmp_path, capsys):

@@ -187,16 +187,16 @@ def test_bad_numbers_and_paths_are_one_line_usage_errors(argv, message, capsys):
 
 def test_export_command_exports_the_configured_runtime(tmp_path, capsys, monkeypatch):
     """The command's wiring: a runtime of the named model at ``--max-seq``, the folder and the
-    format reach ``export_stages`` (``pt2``, or ``pte --layout stages``) or ``export_bundle`` (``pte``,
-    prefill chunks of gcd(max_seq, 64)); tests/parity/test_export.py and test_bundle.py run them for real."""
+    format reach ``export_stages`` (``pt2``, or ``pte --layout stages``) or ``export_bundle`` (``pte``, the
+    runtime's own prefill length); tests/parity/test_export.py and test_bundle.py run them for real."""
     calls = []
 
     def export_stages(runtime, folder, *, format):
         calls.append((runtime.layout.max_seq, folder, format))
         return folder / "manifest.json"
 
-    def export_bundle(runtime, folder, *, prefill_tokens):
-        calls.append((runtime.layout.max_seq, folder, f"bundle of {prefill_tokens}"))
+    def export_bundle(runtime, folder):
+        calls.append((runtime.layout.max_seq, folder, "bundle"))
         return folder / "manifest.json"
 
     monkeypatch.setattr(export_command, "export_stages", export_stages)
@@ -207,7 +207,7 @@ def test_export_command_exports_the_configured_runtime(tmp_path, capsys, monkeyp
     assert calls == [
         (16, tmp_path / "stages", "pt2"),
         (16, tmp_path / "pte", "pte"),
-        (48, tmp_path / "bundle", "bundle of 16"),
+        (48, tmp_path / "bundle", "bundle"),
     ]
     assert f"manifest {tmp_path / 'stages' / 'manifest.json'}" in capsys.readouterr().out
     (tmp_path / "a-file").write_text("")

@@ -59,13 +59,15 @@ class StaticLayout:
             raise ValueError(f"prefill_chunk must be a positive int or None, got {chunk!r}")
         if self.max_seq % chunk:
             raise ValueError(f"prefill_chunk={chunk} must divide max_seq={self.max_seq}")
-        for first, count in self.image_slots:
-            last = first + count - 1
-            if first // chunk != last // chunk:
-                raise ValueError(
-                    f"the image slot [{first}, {last + 1}) crosses a boundary of prefill_chunk={chunk}; "
-                    "choose the slot's start and prefill_chunk so that the image lies inside one chunk"
-                )
+        for first, count in self.slots_crossing(chunk):
+            raise ValueError(
+                f"the image slot [{first}, {first + count}) crosses a boundary of prefill_chunk={chunk}; "
+                "choose the slot's start and prefill_chunk so that the image lies inside one chunk"
+            )
+
+    def slots_crossing(self, chunk: int) -> list[tuple[int, int]]:
+        """The image slots ``(start, tokens)`` that chunks of ``chunk`` tokens would split."""
+        return [(first, count) for first, count in self.image_slots if first // chunk != (first + count - 1) // chunk]
 
     @property
     def has_image_slot(self) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from ...program import fresh_programs
 from ..checks.report import Row
 from ..flow.session import raised_in
 from ..flow.verify import CHECKS, run_verification
@@ -45,33 +46,40 @@ def run_self_test(
     faults: tuple[Fault, ...] = CATALOGUE,
     checks: tuple[str, ...] = tuple(CHECKS),
     dtype: torch.dtype = torch.float32,
+    backend: str = "torch",
     on_result: Callable[[FaultResult], None] = lambda result: None,
 ) -> tuple[list[Row], list[FaultResult]]:
     """The fault-free run's rows (all must pass for the results to mean anything), then one
     :class:`FaultResult` per fault, each from a fresh verification of ``model`` with ``checks`` in
     the profile ``dtype`` (a low-precision profile: its gates, so a fault must stand out of that
-    precision's noise)."""
-    baseline = run_verification(model, dtype=dtype, export=False, checks=checks)
+    precision's noise) on the runtime's ``backend``."""
+    baseline = run_verification(model, dtype=dtype, export=False, checks=checks, backend=backend)
     results = []
     for fault in faults:
         reason = fault.not_applicable(model, dtype)
         if reason is not None:
             result = FaultResult(fault, not_applicable=reason)
         else:
-            result = run_fault(fault, model, checks, dtype)
+            result = run_fault(fault, model, checks, dtype, backend)
         on_result(result)
         results.append(result)
     return baseline, results
 
 
 def run_fault(
-    fault: Fault, model: Any, checks: tuple[str, ...] = tuple(CHECKS), dtype: torch.dtype = torch.float32
+    fault: Fault,
+    model: Any,
+    checks: tuple[str, ...] = tuple(CHECKS),
+    dtype: torch.dtype = torch.float32,
+    backend: str = "torch",
 ) -> FaultResult:
-    """One verification of ``model`` in profile ``dtype`` with ``fault`` injected (export left out: it
-    replays the stages' own eager output, so it cannot see a fault)."""
-    with fault.injected():
+    """One verification of ``model`` in profile ``dtype`` on ``backend`` with ``fault`` injected (export
+    left out: it replays the stages' own eager output, so it cannot see a fault). On ExecuTorch the
+    programs are lowered afresh under the fault, and forgotten after it (a program lowered before
+    would hide the fault; one lowered under it must not outlive it)."""
+    with fault.injected(), fresh_programs(backend):
         try:
-            rows = run_verification(model, dtype=dtype, export=False, checks=checks)
+            rows = run_verification(model, dtype=dtype, export=False, checks=checks, backend=backend)
         except Exception as error:  # a port that crashes is caught too, unless the crash is the oracle's
             where = raised_in(error)
             return FaultResult(
@@ -96,14 +104,21 @@ def format_result(result: FaultResult) -> str:
 
 
 def self_test_command(
-    model: Any, name: str, fault_names: list[str] | None, checks: tuple[str, ...], dtype: torch.dtype, started: float
+    model: Any,
+    name: str,
+    fault_names: list[str] | None,
+    checks: tuple[str, ...],
+    dtype: torch.dtype,
+    backend: str,
+    started: float,
 ) -> int:
     """``verify --self-test``: prints a line per fault; exit 0 when the fault-free run passes and every
     applicable fault is caught, 1 otherwise."""
     faults = faults_named(fault_names)
     profile = str(dtype).removeprefix("torch.")
     print(
-        f"gemma4-static verify --self-test: {name} ({profile}), {len(faults)} faults, checks {', '.join(checks)}",
+        f"gemma4-static verify --self-test: {name} ({profile}, backend {backend}), {len(faults)} faults, "
+        f"checks {', '.join(checks)}",
         flush=True,
     )
     baseline, results = run_self_test(
@@ -111,6 +126,7 @@ def self_test_command(
         faults=faults,
         checks=checks,
         dtype=dtype,
+        backend=backend,
         on_result=lambda result: print(format_result(result), flush=True),
     )
     broken = [row for row in baseline if not row.passed]
