@@ -160,7 +160,8 @@ def test_operator_report(runtimes, text_prompt_near_window):
     programs = [program for stage in runtime.stages.layers for program in stage.programs()]
     assert programs and all(program.delegated >= 1 for program in programs)
     fallbacks = {op for program in programs for op in program.portable}
-    assert not fallbacks & {"aten::mean.dim", "aten::pow.Tensor_Scalar", "aten::expand_copy", "aten::any.dim"}
+    placement = {"aten::scatter.src", "aten::expand_copy", "aten::unsqueeze_copy", "aten::view_copy"}  # slot index
+    assert fallbacks <= placement, fallbacks - placement
 
 
 def test_an_empty_argument_is_made_inside_the_program():
