@@ -132,7 +132,8 @@ class StaticGemma4Runtime:
         keep_intermediates: bool = False,
     ) -> PrefillOutputs:
         """:meth:`prefill` of :meth:`build_inputs`' result, with its intermediate products (see
-        :class:`PrefillOutputs`; the per-layer hidden states are kept by single-shot prefill only)."""
+        :class:`PrefillOutputs`; the per-layer hidden states are kept by a single-shot prefill on the
+        stages, and by any prefill of the one-program form)."""
         stages, program = self.stages, self.program
         needs_embeddings = program is None or keep_intermediates or inputs.image_count > 0
         embeddings = stages.embedding(inputs.input_ids) if needs_embeddings else None

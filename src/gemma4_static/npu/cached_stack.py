@@ -10,7 +10,9 @@ for K/V that must not be kept (padding, or positions a ring would overwrite in t
 attention never reads it. Layer types that keep ``max_seq`` slots write first and attend over
 their slots ``[0, max_seq)``; ring layer types (fewer slots) attend over ``[ring | this step's
 K/V]`` and are written after the last layer, so a step longer than the ring never overwrites keys
-its own queries still need (the mask decides, from the positions each key holds).
+its own queries still need (the mask decides, from the positions each key holds). Layers that
+reuse another layer's K/V write nothing, so they run on each row's last token only (all tokens
+when tracing every layer's output).
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ class CachedStack(nn.Module):
         self.layer_types, self.sources, self.capacities = layer_types, sources, capacities
         self.type_order = tuple(dict.fromkeys(layer_types))
         self.max_seq, self.trace = max_seq, trace
+        reusing = [index for index, source in enumerate(sources) if source != index]
+        self.first_reusing_layer = reusing[0] if reusing else len(layers)
         for name, (cos, sin) in rope.items():
             self.register_buffer(f"cos_{name}", cos[:max_seq].contiguous(), persistent=False)
             self.register_buffer(f"sin_{name}", sin[:max_seq].contiguous(), persistent=False)
@@ -103,6 +107,12 @@ class CachedStack(nn.Module):
         produced: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         for index, layer in enumerate(self.layers):
             layer_type, source = self.layer_types[index], self.sources[index]
+            if index == self.first_reusing_layer and not self.trace:
+                # layers that reuse K/V write nothing: past the producers only each row's last token matters
+                hidden, per_layer_inputs = _rows(hidden, last_index, 1), _rows(per_layer_inputs, last_index, 1)
+                rope = {name: tuple(_rows(table, last_index, 1) for table in pair) for name, pair in rope.items()}
+                masks = {name: _rows(mask, last_index, 2) for name, mask in masks.items()}
+                last_index = torch.zeros_like(last_index)
             query, key, value = layer.attention_inputs(hidden, *rope[layer_type])
             if source == index:
                 produced[index] = (key, value)
@@ -133,3 +143,10 @@ class CachedStack(nn.Module):
         flat_index = (rows * slot_count + slots[:, None, :]).reshape(-1)
         for name, step in (("k_cache", key), ("v_cache", value)):
             getattr(self, f"{name}_{index}").index_put_((flat_index,), step.reshape(-1, head_dim))
+
+
+def _rows(tensor: torch.Tensor, index: torch.Tensor, dim: int) -> torch.Tensor:
+    """``tensor`` at one position per batch row along ``dim`` (``index (B,)``), that dim kept as 1."""
+    shape = list(tensor.shape)
+    shape[dim] = 1
+    return tensor.gather(dim, index.view(-1, *([1] * (tensor.dim() - 1))).expand(shape))
