@@ -50,10 +50,7 @@ def step_inputs(
     order = tuple(dict.fromkeys(stack.spec.text.layer_types))
     slots = []
     for name in order:
-        capacity, kept = cache.capacity[name], keep
-        if cache.is_ring(name):
-            last = torch.where(keep, positions, -1).max(dim=1, keepdim=True).values
-            kept = keep & (positions > last - capacity)
+        capacity, kept = cache.capacity[name], cache.kept(name, positions, keep)
         slots.append(torch.where(kept, cache.slots(name, positions), capacity))
     last_index = (keep.sum(dim=1) - 1).clamp(min=0)
     if embeddings is None:

@@ -94,12 +94,19 @@ class StaticKVCache:
         empty = key.new_zeros((*key.shape[:2], extra, key.shape[3]))
         return torch.cat((key, empty), dim=2), torch.cat((value, empty), dim=2)
 
+    def kept(self, layer_type: str, positions: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        """``(B, S)`` bool: which of the ``keep`` positions a write keeps; on a ring only each row's last
+        ``R`` kept positions (earlier ones would be overwritten in the same write)."""
+        if not self.is_ring(layer_type):
+            return keep
+        last = torch.where(keep, positions, -1).max(dim=1, keepdim=True).values
+        return keep & (positions > last - self.capacity[layer_type])
+
     def write(
         self, layer: int, key: torch.Tensor, value: torch.Tensor, positions: torch.Tensor, keep: torch.Tensor
     ) -> None:
         """Write ``key``/``value`` ``(B, kv_heads, S, D)`` of absolute ``positions (B, S)`` where ``keep
-        (B, S)`` holds; on a ring only each row's last ``R`` kept positions (earlier ones would be
-        overwritten in the same write). Raises ``ValueError`` ("cache is full") for a position at or
+        (B, S)`` holds (:meth:`kept`). Raises ``ValueError`` ("cache is full") for a position at or
         past ``max_seq``."""
         if keep.any() and int(positions[keep].max()) >= self.max_seq:
             raise ValueError(
@@ -107,10 +114,7 @@ class StaticKVCache:
                 f"but the static cache has max_seq={self.max_seq} slots"
             )
         layer_type = self.layer_types[layer]
-        if self.is_ring(layer_type):
-            last = torch.where(keep, positions, -1).max(dim=1, keepdim=True).values
-            keep = keep & (positions > last - self.capacity[layer_type])
-        rows, columns = keep.nonzero(as_tuple=True)
+        rows, columns = self.kept(layer_type, positions, keep).nonzero(as_tuple=True)
         targets = self.slots(layer_type, positions)[rows, columns]
         self.keys[layer][rows, :, targets] = key[rows, :, columns]
         self.values[layer][rows, :, targets] = value[rows, :, columns]
