@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 from typing import NoReturn
 
@@ -76,6 +75,18 @@ def _parser() -> argparse.ArgumentParser:
         choices=("float32", "bfloat16", "float16"),
         default="float32",
         help="the profile: float32 is checked against HF float32; bfloat16/float16 against HF float64, gated",
+    )
+    verify.add_argument(
+        "--quant",
+        metavar="SCHEME",
+        help="an integer profile against HF float64, gated: a16w8, a8w8, a16w4, each optionally +e8+h8 (int8 "
+        "embedding tables and LM head); this runtime's PyTorch stages, fake-quantized, HF in the same scheme beside",
+    )
+    verify.add_argument(
+        "--sensitivity",
+        action="store_true",
+        help="with --quant: also quantize one group at a time (and all but one), rank the groups by the logits' KL "
+        "divergence, print the table, add it to --json and draw it as a PNG bar chart beside the JSON",
     )
     verify.add_argument(
         "--mask-value",
@@ -161,14 +172,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if code is not None:
             return code
-    import torch
-
     try:
-        from .oracle.checks.report import Row, format_row, write_json
-        from .oracle.flow.verify import CHECKS, run_verification
-        from .oracle.numerics.kernel_sets import active_kernels
-        from .oracle.references.checkpoints import load_checkpoint
-        from .oracle.references.models import build_default_model
+        from .verify_command import run_verify
     except ModuleNotFoundError as error:
         print(
             f"gemma4-static verify: {error.name} is missing; "
@@ -176,67 +181,4 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-
-    started = time.perf_counter()
-    if args.checkpoint is not None:
-        try:
-            model = load_checkpoint(args.checkpoint)
-        except ValueError as error:
-            print(f"gemma4-static verify: {error}", file=sys.stderr)
-            return 2
-        name = str(args.checkpoint)
-    else:
-        model = build_default_model(args.config)
-        name = args.config
-    unknown = sorted(set(args.without) - set(CHECKS))
-    if unknown:
-        print(
-            f"gemma4-static verify: --without names unknown checks {unknown}; expected some of {list(CHECKS)}",
-            file=sys.stderr,
-        )
-        return 2
-    checks = tuple(check for check in CHECKS if check not in args.without)
-    try:
-        if args.self_test:
-            from .oracle.faults.self_test import self_test_command
-
-            dtype = getattr(torch, args.dtype)
-            return self_test_command(model, name, args.fault, checks, dtype, args.backend, started)
-        kernels = active_kernels()
-        header = f"{name} ({type(model).__name__}, {args.dtype}; port {args.port}; {kernels})"
-        print(f"gemma4-static verify: {header}", flush=True)
-        first_failure = [True]
-
-        def show(row: Row) -> None:
-            marked = not row.passed and first_failure[0]
-            first_failure[0] = first_failure[0] and row.passed
-            print(format_row(row) + ("   <- first divergence" if marked else ""), flush=True)
-
-        rows = run_verification(
-            model,
-            dtype=getattr(torch, args.dtype),
-            max_seq=args.max_seq,
-            steps=args.steps,
-            export=not args.no_export,
-            backend=args.backend,
-            mask_value=args.mask_value,
-            checks=checks,
-            port=args.port,
-            on_row=show,
-        )
-    except ValueError as error:
-        print(f"gemma4-static verify: {error}", file=sys.stderr)
-        return 2
-    failed = [row for row in rows if not row.passed]
-    overflowing = [row for row in failed if row.stage == "overflow"]
-    if overflowing:
-        print(f"verify: first overflow in {args.dtype}: {overflowing[0].check}")
-    elapsed = time.perf_counter() - started
-    print(f"verify: {len(rows) - len(failed)} rows PASS, {len(failed)} FAIL ({elapsed:.1f} s)")
-    if args.json is not None:
-        try:
-            write_json(rows, args.json, model=name)
-        except OSError as error:
-            print(f"gemma4-static verify: cannot write the report to {str(args.json)!r}: {error}", file=sys.stderr)
-            return 2
-    return 1 if failed else 0
+    return run_verify(args)

@@ -148,10 +148,14 @@ def test_console_entry_point_runs_as_a_module():
 
 def test_verify_without_its_extra_says_what_to_install(monkeypatch, capsys):
     """Pillow comes with the ``verify`` extra, not with the runtime; without it the command says so.
-    In-process: PIL made unimportable and the oracle forgotten, so the command imports it afresh."""
+    In-process: PIL made unimportable and the oracle and the command forgotten, so they are imported afresh."""
     monkeypatch.setitem(sys.modules, "PIL", None)
-    monkeypatch.setattr(gemma4_static, "oracle", gemma4_static.oracle)  # the fresh import rebinds it
-    for name in [name for name in sys.modules if name.startswith("gemma4_static.oracle")]:
+    import gemma4_static.verify_command
+
+    for package in ("oracle", "verify_command"):  # the fresh import rebinds them
+        monkeypatch.setattr(gemma4_static, package, getattr(gemma4_static, package))
+    fresh = ("gemma4_static.oracle", "gemma4_static.verify_command")
+    for name in [name for name in sys.modules if name.startswith(fresh)]:
         monkeypatch.delitem(sys.modules, name)
     assert cli.main(["verify"]) == 2
     assert "PIL is missing; install the verify extra: pip install 'gemma4-static[verify]'" in capsys.readouterr().err

@@ -107,10 +107,12 @@ def format_row(row: Row) -> str:
     return f"{line}\n{row.detail}" if row.detail and not row.passed else line
 
 
-def write_json(rows: list[Row], path: Path, *, model: str) -> None:
+def write_json(rows: list[Row], path: Path, *, model: str, extra: dict[str, Any] | None = None) -> None:
+    """The report as JSON: the model, whether every row passed, the rows, and ``extra`` sections."""
     report = {
         "model": model,
         "passed": all(row.passed for row in rows),
         "rows": [row.as_dict() for row in rows],
+        **(extra or {}),
     }
     path.write_text(json.dumps(report, indent=2) + "\n")

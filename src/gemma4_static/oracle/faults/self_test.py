@@ -47,20 +47,21 @@ def run_self_test(
     checks: tuple[str, ...] = tuple(CHECKS),
     dtype: torch.dtype = torch.float32,
     backend: str = "torch",
+    quant: str | None = None,
     on_result: Callable[[FaultResult], None] = lambda result: None,
 ) -> tuple[list[Row], list[FaultResult]]:
     """The fault-free run's rows (all must pass for the results to mean anything), then one
     :class:`FaultResult` per fault, each from a fresh verification of ``model`` with ``checks`` in
     the profile ``dtype`` (a low-precision profile: its gates, so a fault must stand out of that
-    precision's noise) on the runtime's ``backend``."""
-    baseline = run_verification(model, dtype=dtype, export=False, checks=checks, backend=backend)
+    precision's noise) on the runtime's ``backend``; with ``quant`` in that integer profile."""
+    baseline = run_verification(model, dtype=dtype, export=False, checks=checks, backend=backend, quant=quant)
     results = []
     for fault in faults:
         reason = fault.not_applicable(model, dtype)
         if reason is not None:
             result = FaultResult(fault, not_applicable=reason)
         else:
-            result = run_fault(fault, model, checks, dtype, backend)
+            result = run_fault(fault, model, checks, dtype, backend, quant)
         on_result(result)
         results.append(result)
     return baseline, results
@@ -72,6 +73,7 @@ def run_fault(
     checks: tuple[str, ...] = tuple(CHECKS),
     dtype: torch.dtype = torch.float32,
     backend: str = "torch",
+    quant: str | None = None,
 ) -> FaultResult:
     """One verification of ``model`` in profile ``dtype`` on ``backend`` with ``fault`` injected (export
     left out: it replays the stages' own eager output, so it cannot see a fault). On ExecuTorch the
@@ -79,7 +81,7 @@ def run_fault(
     would hide the fault; one lowered under it must not outlive it)."""
     with fault.injected(), fresh_programs(backend):
         try:
-            rows = run_verification(model, dtype=dtype, export=False, checks=checks, backend=backend)
+            rows = run_verification(model, dtype=dtype, export=False, checks=checks, backend=backend, quant=quant)
         except Exception as error:  # a port that crashes is caught too, unless the crash is the oracle's
             where = raised_in(error)
             return FaultResult(
@@ -111,11 +113,13 @@ def self_test_command(
     dtype: torch.dtype,
     backend: str,
     started: float,
+    *,
+    quant: str | None = None,
 ) -> int:
     """``verify --self-test``: prints a line per fault; exit 0 when the fault-free run passes and every
     applicable fault is caught, 1 otherwise."""
     faults = faults_named(fault_names)
-    profile = str(dtype).removeprefix("torch.")
+    profile = quant or str(dtype).removeprefix("torch.")
     print(
         f"gemma4-static verify --self-test: {name} ({profile}, backend {backend}), {len(faults)} faults, "
         f"checks {', '.join(checks)}",
@@ -127,6 +131,7 @@ def self_test_command(
         checks=checks,
         dtype=dtype,
         backend=backend,
+        quant=quant,
         on_result=lambda result: print(format_result(result), flush=True),
     )
     broken = [row for row in baseline if not row.passed]

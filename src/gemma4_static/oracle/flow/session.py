@@ -21,17 +21,19 @@ import torch
 from ...ports.base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
 from ...ports.registry import DEFAULT_PORT, port_factory
 from ...ports.static import StaticRuntimePort
+from ...quant import QuantProfile, quantize
 from ...runtime import PrefillOutputs, StaticGemma4Runtime
 from ...spec import read_text_config
 from ..checks.report import Row, skip_row
 from ..checks.routing import RoutingLedger
-from ..numerics.gates import GATES
+from ..numerics.gates import GATES, QUANT_GATES, Gate
 from ..numerics.overflow import recorded_ranges
+from ..numerics.quantized import CALIBRATION_SEEDS, calibrated_hf, calibrated_runtime
 from ..references.hf import hf_prefill
 from ..references.samples import Prompt, image_prompt, text_prompt
+from .profiles import checked_profile
 
 LAYER_GROUP = 5  # the report shows decoder layers in groups of one 4:1 period
-PROFILES = (torch.float32, *GATES)  # float32 is checked against HF float32, the others against float64
 
 
 @dataclass
@@ -53,6 +55,17 @@ class Session:
     reference: Any = None
     ranges: dict[str, float] = field(default_factory=dict)
     routing: RoutingLedger | None = None
+    hf_model: Any = None  # HF in the profile: the same dtype, or quantized in the same scheme
+    quant: QuantProfile | None = None  # an integer profile: the runtime's quantization sites
+
+    @property
+    def low_precision(self) -> bool:
+        """Checked against HF in float64 under the profile's gates (bf16, fp16 or an integer scheme)."""
+        return self.reference_model is not None
+
+    @property
+    def gate(self) -> Gate:
+        return QUANT_GATES[self.quant.scheme.name] if self.quant is not None else GATES[self.dtype]
 
     @property
     def config(self) -> Any:
@@ -111,8 +124,12 @@ class Session:
         return contextlib.nullcontext() if self.routing is None else self.routing.active(self.model)
 
     def build_port(self, setup: PortSetup) -> Gemma4Port:
-        """Another instance of the port under test (e.g. with a prefill chunk), on the session's model."""
-        return make_port(self.port_name, self.model, setup, backend=self.backend)
+        """Another instance of the port under test (e.g. with a prefill chunk), on the session's model
+        (in an integer profile: quantized with the session's calibrated ranges)."""
+        port = make_port(self.port_name, self.model, setup, backend=self.backend)
+        if self.quant is not None:
+            quantize(port.runtime.modules, self.quant.scheme).adopt(self.quant)
+        return port
 
 
 def guarded(stage: str, check: str, rows: Callable[[], Iterable[Row]]) -> list[Row]:
@@ -162,13 +179,14 @@ def make_port(
 SECOND_IMAGE = ((2, (40, 72), 70),)  # an image of another size mid-prompt: two image slots per row
 
 
-def sample_prompt(config: Any, limits: PortLimits) -> Prompt:
-    """The sample prompt a port with ``limits`` takes (see the module docstring)."""
+def sample_prompt(config: Any, limits: PortLimits, *, seed: int = 0) -> Prompt:
+    """The sample prompt a port with ``limits`` takes (see the module docstring); another ``seed``
+    gives the same shape and image slots with other content."""
     window = read_text_config(config).sliding_window
     single = limits.max_batch == 1 or limits.padding_side is None
     if limits.images and getattr(config, "vision_config", None) is not None:
-        return image_prompt(config, text_after=[6] if single else [6, 2], then=SECOND_IMAGE)
-    return text_prompt(config, [window + 3] if single else [window + 3, window // 2])
+        return image_prompt(config, text_after=[6] if single else [6, 2], then=SECOND_IMAGE, seed=seed)
+    return text_prompt(config, [window + 3] if single else [window + 3, window // 2], seed=seed)
 
 
 def open_session(
@@ -180,21 +198,16 @@ def open_session(
     backend: str = "torch",
     mask_value: float | None = None,
     port: str = DEFAULT_PORT,
+    quant: str | None = None,
 ) -> Session:
     """Prepare a verification run of ``port`` (a built-in name or ``module:factory``): the sample
-    prompt it takes, the port sized for it plus ``steps`` decode steps, and both prefills."""
-    if dtype not in PROFILES:
-        raise ValueError(f"dtype must be one of {list(PROFILES)}, got {dtype}")
-    if dtype != torch.float32 and model.config.get_text_config().enable_moe_block:
-        raise ValueError(
-            f"the {str(dtype).removeprefix('torch.')} profile of a mixture-of-experts model is not gated yet: in "
-            "bf16 HF's own top-k differs from float64's on about half the tokens (51% on the 26B-A4B geometry, "
-            "from layer 0), which gates on stage errors cannot judge; use float32"
-        )
+    prompt it takes, the port sized for it plus ``steps`` decode steps, and both prefills. With
+    ``quant`` (a scheme of :data:`~gemma4_static.quant.SCHEMES`) this runtime and HF run in that
+    integer profile, calibrated on :data:`..numerics.quantized.CALIBRATION_SEEDS` sample prompts."""
+    scheme = checked_profile(model, dtype, quant, backend, port)
     limits = getattr(port_factory(port), "limits", PortLimits())
-    if dtype not in limits.dtypes:
-        raise ValueError(f"port {port!r} runs {[str(d).removeprefix('torch.') for d in limits.dtypes]}, not {dtype}")
-    reference_model = None if dtype == torch.float32 else copy.deepcopy(model).double()
+    float32 = dtype == torch.float32 and scheme is None
+    reference_model = None if float32 else copy.deepcopy(model).double()
     model = model if dtype == torch.float32 else copy.deepcopy(model).to(dtype)
     window = read_text_config(model.config).sliding_window
     steps = steps if steps is not None else min(2 * window + 3, 24)
@@ -206,6 +219,11 @@ def open_session(
     setup = PortSetup(max_seq, prompt.input_ids.shape[0], prompt.image_slots)
     under_test = make_port(port, model, setup, backend=backend, mask_value=mask_value)
     session = Session(model, dtype, steps, prompt, under_test, PortPrefill(torch.empty(0)), None, port, backend)
+    session.hf_model = model
+    if scheme is not None:
+        calibration = [sample_prompt(model.config, limits, seed=seed) for seed in CALIBRATION_SEEDS]
+        session.quant = calibrated_runtime(under_test, scheme, calibration)
+        session.hf_model, _ = calibrated_hf(model, session.quant, calibration)
     moe = model.config.get_text_config().enable_moe_block
     if moe and session.is_runtime and backend == "torch" and dtype == torch.float32:
         session.routing = RoutingLedger()
@@ -219,5 +237,5 @@ def open_session(
     session.reference_model = reference_model
     session.reference = None if reference_model is None else hf_prefill(reference_model, prompt)
     with session.routing_active():
-        session.theirs = hf_prefill(model, prompt)
+        session.theirs = hf_prefill(session.hf_model, prompt)
     return session

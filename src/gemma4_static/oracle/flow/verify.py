@@ -27,7 +27,7 @@ from .verify_steps import chunked_prefill_rows, decode_rows
 
 def input_rows(session: Session) -> Iterator[Row]:
     """Static inputs, token embedding, PLE, vision prefill and fusion vs what HF computes."""
-    if session.dtype != torch.float32:
+    if session.low_precision:
         yield from verify_numerics.input_rows(session)
         return
     prompt, model, dtype = session.prompt, session.model, session.dtype
@@ -90,7 +90,7 @@ def rope_rows(session: Session) -> Iterator[Row]:
 
 def layer_rows(session: Session) -> Iterator[Row]:
     """Every decoder layer's output (grouped), every producing layer's K/V and the prefill logits."""
-    if session.dtype != torch.float32:
+    if session.low_precision:
         yield from verify_numerics.layer_rows(session)
         return
     yield from guarded("decoder layers", "hidden states", lambda: hidden_state_rows(session))
@@ -185,17 +185,26 @@ def run_verification(
     mask_value: float | None = None,
     checks: tuple[str, ...] = tuple(CHECKS),
     port: str = DEFAULT_PORT,
+    quant: str | None = None,
     on_row: Callable[[Row], None] = lambda row: None,
 ) -> list[Row]:
     """Run the ``checks`` (names of :data:`CHECKS`; ``export`` only with ``export=True``) on ``model``
     (an HF Gemma 4 model) in the profile ``dtype`` against ``port`` (a built-in name or
     ``module:factory``; this project's runtime on ``backend`` with forbidden keys at ``mask_value``
-    by default); ``on_row`` sees each row as it finishes."""
+    by default; with ``quant`` in that integer scheme, :func:`.session.open_session`); ``on_row`` sees
+    each row as it finishes."""
     unknown = sorted(set(checks) - set(CHECKS))
     if unknown:
         raise ValueError(f"checks has unknown names {unknown}; expected some of {list(CHECKS)}")
     session = open_session(
-        model, dtype=dtype, max_seq=max_seq, steps=steps, backend=backend, mask_value=mask_value, port=port
+        model,
+        dtype=dtype,
+        max_seq=max_seq,
+        steps=steps,
+        backend=backend,
+        mask_value=mask_value,
+        port=port,
+        quant=quant,
     )
     rows = []
     for name in CHECKS:

@@ -1,6 +1,7 @@
-"""The check groups of a low-precision verification (``verify --dtype bfloat16|float16``): every
-stage output against HF in float64, with HF's own same-dtype metrics beside ours, gated per profile
-(:mod:`..numerics.gates`). Masks and RoPE are checked as in float32 (:mod:`.verify`)."""
+"""The check groups of a low-precision verification (``verify --dtype bfloat16|float16`` or
+``--quant SCHEME``): every stage output against HF in float64, with HF's own metrics in the same
+profile beside ours, gated per profile (:mod:`..numerics.gates`). Masks and RoPE are checked as in
+float32 (:mod:`.verify`)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,18 @@ from typing import Any
 import torch
 
 from ...ports.base import NotExposed
-from ...spec import text_module
 from ..checks import parity
 from ..checks.report import Row, merge_by, skip_row
 from ..numerics import parity_numerics
-from ..numerics.gates import GATES
-from ..references.hf import hf_decode_logits, hf_generate, hf_greedy, hf_prefill, paired_hidden_states, paired_kv
+from ..references.hf import (
+    hf_decode_logits,
+    hf_generate,
+    hf_greedy,
+    hf_per_layer_inputs,
+    hf_prefill,
+    paired_hidden_states,
+    paired_kv,
+)
 from ..references.samples import Prompt
 from .session import LAYER_GROUP, Session
 
@@ -24,27 +31,25 @@ from .session import LAYER_GROUP, Session
 def input_rows(session: Session) -> Iterator[Row]:
     """Static inputs and token embedding exactly as HF's same-dtype ones; the embedding, PLE and the
     soft tokens against float64."""
-    ours, gate, reference_model = session.ours, GATES[session.dtype], session.reference_model
+    ours, gate, reference_model = session.ours, session.gate, session.reference_model
     yield parity.static_input_row(session.prompt, session.runtime_outputs, session.runtime.spec)
     ids = parity.llm_input_ids(session.prompt, session.model)
-    yield parity.embedding_row(session.model, session.port, ids)
+    yield parity.embedding_row(session.hf_model, session.port, ids)
     valid = session.prompt.attention_mask.bool()
-    embedded = [model.get_input_embeddings()(ids)[valid] for model in (session.model, reference_model)]
+    embedded = [model.get_input_embeddings()(ids)[valid] for model in (session.hf_model, reference_model)]
     mine = session.port.token_embedding(ids)[valid]
     yield from parity_numerics.metric_rows("token embedding", "vs float64", mine, *embedded, gate)
     if session.has_per_layer_inputs:
-        ple = {}
-        for name, model, output in (("hf", session.model, session.theirs), ("ref", reference_model, session.reference)):
-            text = text_module(model)
-            ple[name] = text.project_per_layer_inputs(output.hidden_states[0], text.get_per_layer_inputs(ids, None))
+        hf = hf_per_layer_inputs(session.hf_model, session.theirs, ids)[valid]
+        reference = hf_per_layer_inputs(reference_model, session.reference, ids)[valid]
         mine = ours.per_layer_inputs[:, : valid.shape[1]][valid]
-        yield from parity_numerics.metric_rows("PLE", "vs float64", mine, ple["hf"][valid], ple["ref"][valid], gate)
+        yield from parity_numerics.metric_rows("PLE", "vs float64", mine, hf, reference, gate)
     if ours.soft_tokens is not None:
         prompt = session.prompt
         soft = {
             name: torch.cat(model.model.get_image_features(pixels, prompt.image_position_ids).pooler_output)
             for name, model, pixels in (
-                ("hf", session.model, prompt.pixel_values.to(session.dtype)),
+                ("hf", session.hf_model, prompt.pixel_values.to(session.dtype)),
                 ("ref", reference_model, prompt.pixel_values.double()),
             )
         }
@@ -57,8 +62,8 @@ def input_rows(session: Session) -> Iterator[Row]:
 
 def layer_rows(session: Session) -> Iterator[Row]:
     """Each layer's hidden states (grouped), the K/V of every producing layer, the prefill logits."""
-    gate, valid = GATES[session.dtype], session.prompt.attention_mask.bool()
-    ours = paired_hidden_states(session.model, session.ours.hidden_states, session.reference.hidden_states, valid)
+    gate, valid = session.gate, session.prompt.attention_mask.bool()
+    ours = paired_hidden_states(session.hf_model, session.ours.hidden_states, session.reference.hidden_states, valid)
     layers = [
         parity_numerics.metric_rows("decoder layers", f"layer {index}", mine, hf[valid], reference, gate)
         for index, ((mine, reference), hf) in enumerate(zip(ours[1:], session.theirs.hidden_states[1:], strict=True))
@@ -90,14 +95,14 @@ def layer_rows(session: Session) -> Iterator[Row]:
 def _kv_rows(session: Session, stage: str, runtime: Any, prompt: Prompt, prefix: str) -> Iterator[Row]:
     """K and V of every producing layer and row of ``runtime``'s cache after prefilling ``prompt``,
     against HF's caches (float64 and same dtype), merged per kind and metric."""
-    gate = GATES[session.dtype]
+    gate = session.gate
     try:
         cache = parity.observable_cache(runtime)
     except NotExposed as reason:
         yield skip_row(stage, f"{prefix}K/V of every producing layer", str(reason))
         return
     kv_ref = paired_kv(cache, session.reference_model, prompt)
-    kv_hf = paired_kv(cache, session.model, prompt)
+    kv_hf = paired_kv(cache, session.hf_model, prompt)
     for kind in ("K", "V"):
         rows = [
             row
@@ -111,13 +116,12 @@ def _kv_rows(session: Session, stage: str, runtime: Any, prompt: Prompt, prefix:
 def chunked_prefill_rows(session: Session, port: Any, prompt: Prompt, ours: torch.Tensor, check: str) -> Iterator[Row]:
     """A chunked prefill's last-token logits ``ours (B, vocab)`` and its cache against float64 (HF's
     same-dtype figures beside), the logits under the token rule too."""
-    gate, rows = GATES[session.dtype], torch.arange(prompt.input_ids.shape[0])
-    reference, hf = (
-        hf_prefill(model, prompt).logits[rows, prompt.last_index] for model in (session.reference_model, session.model)
-    )
+    gate, rows = session.gate, torch.arange(prompt.input_ids.shape[0])
+    models = (session.reference_model, session.hf_model)
+    reference, hf = (hf_prefill(model, prompt).logits[rows, prompt.last_index] for model in models)
     stage = "chunked prefill"
     yield from parity_numerics.metric_rows(stage, f"{check}, last valid token per row", ours, hf, reference, gate)
-    bound, text = gate.token_bound(reference), f"{gate.margin_ulps:g} ulps"
+    bound, text = gate.token_bound(reference), gate.bound_text
     yield from parity_numerics.decision_rows(
         stage, check, ours, reference, bound, text, lambda row: f"row {row}", hf=hf
     )
@@ -126,11 +130,11 @@ def chunked_prefill_rows(session: Session, port: Any, prompt: Prompt, ours: torc
 
 def decode_rows(session: Session, tokens: torch.Tensor) -> Iterator[Row]:
     """Decode ``tokens (B, T)`` after the prefill, then greedy generation; against float64."""
-    prompt, gate = session.prompt, GATES[session.dtype]
+    prompt, gate = session.prompt, session.gate
     batch, steps = tokens.shape
     with session.recording():
         ours = parity.port_decode(session.port, tokens)
-    models = (("hf", session.model), ("ref", session.reference_model))
+    models = (("hf", session.hf_model), ("ref", session.reference_model))
     decoded = {name: hf_decode_logits(model, prompt, tokens) for name, model in models}
     flat = [logits.flatten(0, 1) for logits in (ours, decoded["hf"], decoded["ref"])]
     check = f"{batch} rows x {steps} steps"
@@ -140,7 +144,7 @@ def decode_rows(session: Session, tokens: torch.Tensor) -> Iterator[Row]:
     )
     with session.recording():
         generated = session.port.generate(prompt, max_new_tokens=steps)
-    hf_tokens = hf_generate(session.model, prompt, max_new_tokens=steps, eos_token_id=None)
+    hf_tokens = hf_generate(session.hf_model, prompt, max_new_tokens=steps, eos_token_id=None)
     tokens, logits = hf_greedy(session.reference_model, prompt, max_new_tokens=steps, eos_token_id=None)
     bound = gate.token_bound(logits.flatten(0, 1)).view(tokens.shape)
     check = f"{batch} rows x {steps} greedy tokens vs float64 generate"

@@ -24,7 +24,7 @@ def decode_rows(session: Session) -> Iterator[Row]:
     batch = prompt.input_ids.shape[0]
     vocab = session.config.get_text_config().vocab_size
     tokens = torch.randint(3, min(vocab, 400), (batch, steps), generator=torch.Generator().manual_seed(1))
-    if session.dtype != torch.float32:
+    if session.low_precision:
         yield from verify_numerics.decode_rows(session, tokens)
         return
     with session.recording():
@@ -56,7 +56,7 @@ def chunked_prefill_rows(session: Session) -> Iterator[Row]:
     port = session.build_port(PortSetup(max_seq, prompt.input_ids.shape[0], prefill_chunk=chunk))
     ours = port.prefill(prompt).logits
     check = f"chunks of {chunk}"
-    if session.dtype != torch.float32:
+    if session.low_precision:
         yield from verify_numerics.chunked_prefill_rows(session, port, prompt, ours, check)
         return
     rows = torch.arange(prompt.input_ids.shape[0])

@@ -11,8 +11,8 @@ above it: see the chunked prefill below); a cosine gate is the cosine that SQNR 
 costs 20 dB and more, a RoPE shift fails the K rows and the RoPE rows.
 
 Token checks follow the token rule of :mod:`.metrics`: a top-1, top-5 or greedy-token disagreement
-counts only where the float64 gap exceeds ``margin_ulps`` ulps of the dtype at the row's largest
-logit, and there every one must agree. ``margin_ulps`` is twice (one bit) the largest margin shift
+counts only where the float64 gap exceeds ``margin`` ulps of the dtype at the row's largest
+logit, and there every one must agree. ``margin`` is twice (one bit) the largest margin shift
 of ours over every prefill position and decode step of the three default models, under each kernel
 set of :mod:`.kernel_sets` (native AVX-512 with bf16, AVX-512 without, AVX2, no vector extension)
 with 1 and 2 threads (``python benchmarks/token_bounds.py``); the thread count changed nothing.
@@ -30,22 +30,34 @@ from .metrics import ulp
 @dataclass(frozen=True)
 class Gate:
     """Thresholds of one profile: every stage output's SQNR and cosine similarity, and the token
-    rule's bound ``margin_ulps`` (:mod:`.metrics`): the most a correct run of this profile moves a gap
-    among the top logits, in ulps of ``dtype`` at the row's largest logit. Token checks (top-1, top-5,
-    greedy tokens) count only decided rows and steps, and every decided one must agree."""
+    rule's bound ``margin`` (:mod:`.metrics`): the most a correct run of this profile moves a gap
+    among the top logits, in ulps of ``dtype`` at the row's largest logit (a float profile) or in
+    logits (``dtype`` ``None``: an integer profile, whose error scales with no float format). Token
+    checks (top-1, top-5, greedy tokens) count only decided rows and steps, and every decided one
+    must agree."""
 
-    dtype: torch.dtype
+    dtype: torch.dtype | None
     sqnr_db: float
     cosine: float
-    margin_ulps: float
+    margin: float
+
+    @property
+    def unit(self) -> str:
+        return "logits" if self.dtype is None else "ulps"
+
+    @property
+    def bound_text(self) -> str:
+        return f"{self.margin:g} {self.unit}"
 
     def units(self, reference: torch.Tensor) -> torch.Tensor:
-        """``(N,)`` one ulp of ``dtype`` at each row's largest ``|logit|`` of ``reference (N, vocab)``."""
-        return ulp(self.dtype, reference.double().abs().amax(dim=-1))
+        """``(N,)`` the unit of ``margin`` at each row of ``reference (N, vocab)``: one ulp of ``dtype``
+        at the row's largest ``|logit|``, or 1 (one logit) for an integer profile."""
+        largest = reference.double().abs().amax(dim=-1)
+        return torch.ones_like(largest) if self.dtype is None else ulp(self.dtype, largest)
 
     def token_bound(self, reference: torch.Tensor) -> torch.Tensor:
         """``(N,)`` the bound in logits for reference logits ``(N, vocab)``."""
-        return self.margin_ulps * self.units(reference)
+        return self.margin * self.units(reference)
 
 
 GATES = {
@@ -54,13 +66,19 @@ GATES = {
     # (the narrowest margin; the error grows with position). Margin shift: worst 12.84 ulps (E2B
     # prefill, AVX2 kernels; 0.125 a ulp at logits in [16, 32), so 26 ulps are 3.25 logits); HF
     # bf16 reaches 52 (its RoPE inv_freq in bf16).
-    torch.bfloat16: Gate(torch.bfloat16, sqnr_db=20.0, cosine=0.995, margin_ulps=26.0),
+    torch.bfloat16: Gate(torch.bfloat16, sqnr_db=20.0, cosine=0.995, margin=26.0),
     # fp16 (11 mantissa bits, 3 more than bf16, about 18 dB): worst stage 46.0 dB (E2B decode; HF
     # fp16 35.5), layers 46.6-52.4 dB; the chunked prefill of a 1027-token prompt 43.2-43.8 dB over
     # the kernel sets (single shot on that prompt: 42.8; the narrowest margin, 3.2 dB). Margin
     # shift: worst 15.09 ulps (E2B prefill, every kernel set; 2^-6 a ulp at [16, 32), so 31 ulps
     # are 0.48 logits); HF fp16 reaches 94.
-    torch.float16: Gate(torch.float16, sqnr_db=40.0, cosine=0.99995, margin_ulps=31.0),
+    torch.float16: Gate(torch.float16, sqnr_db=40.0, cosine=0.99995, margin=31.0),
+}
+
+# Integer profiles (:mod:`gemma4_static.quant`), keyed by scheme name; margins in logits.
+QUANT_GATES = {
+    name: Gate(None, sqnr_db=0.0, cosine=0.0, margin=100.0)
+    for name in ("a16w8", "a8w8", "a16w4", "a16w8+e8+h8", "a8w8+e8+h8", "a16w4+e8+h8")
 }
 
 # A masked key's softmax weight must stay below this for every score the stage can produce: at

@@ -8,6 +8,8 @@ the ones deployment teams gate on. Both are flattened and compared in float64.
   exact. 20 dB is an error of 10% of the signal's RMS, 40 dB of 1%; ``cos ~ 1 - 10^(-SQNR/10) / 2``.
 - top-k check, for logits ``(N, vocab)``: the reference's *decided* top-k tokens (below) missing
   from ours' top-k; for ``k = 1``, the decided rows whose argmax differs from the reference's.
+- KL divergence, for logits ``(N, vocab)``: ``KL(p_ref || p_ours)`` of each row's next-token
+  distribution (nats); what a sampling deployment changes, including below the top token.
 - matched prefix, for generated tokens ``(B, T)`` (the new tokens only, never the prompt): per row,
   how many leading tokens equal the reference's; the minimum over rows.
 
@@ -169,3 +171,11 @@ def matched_prefix(ours: torch.Tensor, reference: torch.Tensor) -> int:
 def _check_logits(ours: torch.Tensor, reference: torch.Tensor) -> None:
     if ours.shape != reference.shape or ours.dim() != 2:
         raise ValueError(f"logits must be two (N, vocab) tensors of one shape, got {ours.shape} and {reference.shape}")
+
+
+def kl_divergence(ours: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    """``(N,)`` the KL divergence ``KL(p_ref || p_ours)`` in nats of each row's next-token
+    distribution, ``softmax`` of logits ``(N, vocab)``, in float64: 0 when equal."""
+    log_ours = torch.log_softmax(ours.double(), dim=-1)
+    log_reference = torch.log_softmax(reference.double(), dim=-1)
+    return (log_reference.exp() * (log_reference - log_ours)).sum(dim=-1)

@@ -46,8 +46,8 @@ def token_rows(
     units, bound = gate.units(reference), gate.token_bound(reference)
     shifts = [float((margin_shift(logits, reference) / units).max()) for logits in (ours, hf)]
     return [
-        Row(stage, check, "margin shift (ulps)", shifts[0], gate.margin_ulps, hf=shifts[1]),
-        *decision_rows(stage, check, ours, reference, bound, f"{gate.margin_ulps:g} ulps", names, hf=hf, ks=(1, 5)),
+        Row(stage, check, f"margin shift ({gate.unit})", shifts[0], gate.margin, hf=shifts[1]),
+        *decision_rows(stage, check, ours, reference, bound, gate.bound_text, names, hf=hf, ks=(1, 5)),
     ]
 
 
@@ -84,16 +84,17 @@ def decision_rows(
 
 
 def sample_gap_row(stage: str, reference: torch.Tensor, gate: Gate) -> Row:
-    """The float64 top-2 gaps of the sample rows ``(B, vocab)``, in logits and in ulps of the profile,
+    """The float64 top-2 gaps of the sample rows ``(B, vocab)``, in logits and in the profile's unit,
     and how many of them are decided (reported: a knife-edge sample decides nothing)."""
     units = gate.units(reference)
     gap = gaps(reference, 1)
     listed = ", ".join(
-        f"{float(value):.3g} ({float(value / unit):.1f} ulps)" for value, unit in zip(gap, units, strict=True)
+        f"{float(value):.3g} ({float(value / unit):.1f} {gate.unit})" for value, unit in zip(gap, units, strict=True)
     )
     decided = int((gap > gate.token_bound(reference)).sum())
     check = f"float64 top-2 gaps {listed}: {decided} of {len(gap)} decided"
-    return Row(stage, check, "smallest gap (ulps)", float((gap / units).min()), -math.inf, higher_is_better=True)
+    smallest = float((gap / units).min())
+    return Row(stage, check, f"smallest gap ({gate.unit})", smallest, -math.inf, higher_is_better=True)
 
 
 def greedy_rows(

@@ -135,6 +135,13 @@ def hf_prefill(model: Any, prompt: Any) -> Any:
 
 
 @torch.no_grad()
+def hf_per_layer_inputs(model: Any, output: Any, ids: torch.Tensor) -> torch.Tensor:
+    """HF's per-layer inputs ``(B, S, L, P)`` for LLM-side ``ids`` and a prefill ``output`` of ``model``."""
+    text = text_module(model)
+    return text.project_per_layer_inputs(output.hidden_states[0], text.get_per_layer_inputs(ids, None))
+
+
+@torch.no_grad()
 def hf_last_logits(model: Any, prompt: Any) -> torch.Tensor:
     """HF's logits ``(vocab,)`` at the last token of a batch-1 ``prompt``, without a cache."""
     return model(**prompt.hf_kwargs()).logits[0, -1]

@@ -1,0 +1,149 @@
+"""Which group breaks under an integer scheme: the sample prompt prefilled with one group quantized
+and the rest in float (``only``), and with every group quantized but one (``all but``), each
+against HF in float64 at the group's own output and at the logits of every valid position.
+
+A group's output: the embeddings (after fusion) for ``embedding``, the per-layer inputs for
+``PLE``, the soft tokens for ``vision``, layer ``i``'s hidden states for ``layer i``, the last
+layer's hidden states for a projection kind across layers, the logits for ``LM head``. The sweep
+reuses the session's calibration (every range observed once, in float, as a deployment calibrates),
+so a group's figures differ from the full profile's by that group's error alone."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ...ports.base import PortPrefill
+from ...spec import text_module
+from ..checks.parity import llm_input_ids
+from ..numerics.metrics import Metrics, kl_divergence, measure
+from ..references.hf import hf_per_layer_inputs
+from .session import Session, open_session
+
+MODES = ("only", "all but")
+OUTPUTS = {"embedding": "embeddings", "LM head": "logits"}  # the other groups: their own name, or the last layer
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    """One configuration of the sweep: ``group`` quantized alone (``only``) or left in float (``all
+    but``); ``output`` names where ``at_output`` was measured; logits: metrics, top-1 agreement with
+    float64 (share of valid positions), KL divergence (mean and worst position, nats)."""
+
+    group: str
+    mode: str
+    output: str
+    at_output: Metrics
+    logits: Metrics
+    top1_agreement: float
+    kl_mean: float
+    kl_max: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "mode": self.mode,
+            "output": self.output,
+            "at_output": vars(self.at_output),
+            "logits": vars(self.logits),
+            "top1_agreement": self.top1_agreement,
+            "kl_mean": self.kl_mean,
+            "kl_max": self.kl_max,
+        }
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """The sweep of one scheme: ``baseline`` (every group quantized), the results per group and
+    mode, the calibration and sweep times in seconds."""
+
+    scheme: str
+    baseline: GroupResult
+    results: tuple[GroupResult, ...]
+    calibration_seconds: float
+    sweep_seconds: float
+
+    def ranked(self, mode: str) -> list[GroupResult]:
+        """``only``: the groups whose quantization alone costs the most KL first; ``all but``: the
+        groups whose return to float saves the most KL (lowest remaining KL) first."""
+        chosen = [result for result in self.results if result.mode == mode]
+        return sorted(chosen, key=lambda result: result.kl_mean, reverse=mode == "only")
+
+
+@torch.no_grad()
+def run_sensitivity(model: Any, quant: str, *, max_seq: int | None = None) -> Sweep:
+    """The sweep of scheme ``quant`` on ``model``'s sample prompt (:func:`.session.open_session`)."""
+    session = open_session(model, quant=quant, max_seq=max_seq, steps=1)
+    profile = session.quant
+    outputs = _reference_outputs(session)
+    started = time.perf_counter()
+    profile.select(lambda site: True)
+    baseline = _measure(session, "every group", "all", outputs)
+    results = []
+    for mode in MODES:
+        for group in profile.groups:
+            profile.only(group) if mode == "only" else profile.all_but(group)
+            results.append(_measure(session, group, mode, outputs))
+    profile.select(lambda site: True)
+    return Sweep(quant, baseline, tuple(results), profile.calibration_seconds, time.perf_counter() - started)
+
+
+Extract = Callable[[PortPrefill], torch.Tensor]
+
+
+def _reference_outputs(session: Session) -> dict[str, tuple[str, Extract, torch.Tensor]]:
+    """Per output kind: its description, how to read ours from a prefill, the float64 reference
+    (valid positions only)."""
+    prompt, reference = session.prompt, session.reference
+    valid = prompt.attention_mask.bool()
+    length = valid.shape[1]
+    states = reference.hidden_states
+    outputs = {
+        "embeddings": ("embeddings after fusion", lambda ours: ours.hidden_states[0][valid], states[0][valid]),
+        "last layer": (
+            "last hidden states (final norm)",
+            lambda ours: text_module(session.model).norm(ours.hidden_states[-1][:, :length])[valid],
+            states[-1][valid],
+        ),
+        "logits": ("logits", lambda ours: ours.all_logits[valid], reference.logits[valid]),
+    }
+    if session.has_per_layer_inputs:
+        ids = llm_input_ids(prompt, session.model)
+        ple = hf_per_layer_inputs(session.reference_model, reference, ids)[valid]
+        outputs["PLE"] = ("per-layer inputs", lambda ours: ours.per_layer_inputs[:, :length][valid], ple)
+    for index, state in enumerate(states[1:-1]):
+        outputs[f"layer {index}"] = (
+            f"layer {index} hidden states",
+            lambda ours, index=index: ours.hidden_states[index + 1][valid],
+            state[valid],
+        )
+    if prompt.pixel_values is not None:
+        soft = torch.cat(
+            session.reference_model.model.get_image_features(
+                prompt.pixel_values.double(), prompt.image_position_ids
+            ).pooler_output
+        )
+        outputs["vision"] = ("soft tokens", lambda ours: torch.cat(ours.soft_tokens), soft)
+    return outputs
+
+
+def _measure(session: Session, group: str, mode: str, outputs: dict) -> GroupResult:
+    ours = session.port.prefill(session.prompt, keep_intermediates=True)
+    output, extract, reference = outputs[OUTPUTS.get(group, group if group in outputs else "last layer")]
+    logits, reference_logits = outputs["logits"][1](ours), outputs["logits"][2]
+    kl = kl_divergence(logits, reference_logits)
+    agreement = float((logits.argmax(-1) == reference_logits.argmax(-1)).double().mean())
+    return GroupResult(
+        group,
+        mode,
+        output,
+        measure(extract(ours), reference),
+        measure(logits, reference_logits),
+        agreement,
+        float(kl.mean()),
+        float(kl.max()),
+    )

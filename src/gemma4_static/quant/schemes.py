@@ -1,0 +1,63 @@
+"""Integer quantization schemes as an NPU runs them, and how each maps onto PyTorch's mechanics.
+
+A scheme names its activation and weight integers (``a16w8``: int16 activations, int8 weights):
+
+- activations: the input of every matmul with weights (each projection, the PLE projection, the LM
+  head), per tensor, asymmetric (a scale and a zero point), static: the range is fixed by
+  calibration with a min/max observer (``torch.ao.quantization.MinMaxObserver``) and applied with
+  ``torch.fake_quantize_per_tensor_affine``; int16 is ``[-32768, 32767]``, int8 ``[-128, 127]``.
+- weights: symmetric (zero point 0), per output channel (``w8``: ``PerChannelMinMaxObserver`` and
+  ``torch.fake_quantize_per_channel_affine``), or blockwise (``w4``: int4 ``[-8, 7]``, one scale per
+  :data:`GROUP_SIZE` inputs of a row; a width that is no multiple of it gets one scale per row).
+- options: ``+e8`` the token and per-layer embedding tables in int8 (one scale per row), ``+h8`` the
+  LM head's weights in int8 (one scale per vocabulary row); without them both stay in float, as
+  deployments that keep the head in higher precision do.
+
+Norms, RoPE, softmax, the attention matmuls (scores and values), residual adds and the logit
+softcap stay in float32: what a recipe's integer matmuls change, isolated. The recipes these follow:
+``a16w8`` Qualcomm's QNN 16a8w (ExecuTorch's Gemma 4 recipe), ``a16w4`` its 16a4w with blockwise
+weights and Samsung TICO's int16 activations with uint4 linear weights, ``a8w8`` the XNNPACK static
+int8 quantizer (``get_symmetric_quantization_config(is_per_channel=True)``); ``+e8+h8`` the 8-bit
+embeddings and LM head of ExecuTorch's and TICO's exports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+GROUP_SIZE = 32  # inputs per int4 block (ExecuTorch's 8da4w export uses 32 too)
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """One integer profile: activation and weight bits, the int4 group size (``None``: per output
+    channel) and the optional int8 tables and LM head (``None``: float)."""
+
+    name: str
+    activation_bits: int
+    weight_bits: int
+    group_size: int | None = None
+    table_bits: int | None = None
+    head_bits: int | None = None
+
+
+BASES = {
+    "a16w8": Scheme("a16w8", activation_bits=16, weight_bits=8),
+    "a8w8": Scheme("a8w8", activation_bits=8, weight_bits=8),
+    "a16w4": Scheme("a16w4", activation_bits=16, weight_bits=4, group_size=GROUP_SIZE),
+}
+OPTIONS = {"e8": "table_bits", "h8": "head_bits"}
+SCHEMES = (*BASES, *(f"{base}+e8+h8" for base in BASES))  # the ones gated and tested
+
+
+def parse_scheme(text: str) -> Scheme:
+    """``"a16w8"``, ``"a16w8+e8"``, ``"a8w8+e8+h8"``...: a base of :data:`BASES` and options of :data:`OPTIONS`."""
+    if not isinstance(text, str):
+        raise TypeError(f"quant must be a scheme name such as 'a16w8', got {type(text).__name__}")
+    base, *options = text.split("+")
+    if base not in BASES:
+        raise ValueError(f"quant scheme {text!r} has an unknown base {base!r}; expected one of {list(BASES)}")
+    unknown = [option for option in options if option not in OPTIONS]
+    if unknown or len(set(options)) != len(options):
+        raise ValueError(f"quant scheme {text!r} has unknown or repeated options; expected some of +e8, +h8")
+    return replace(BASES[base], name=text, **{OPTIONS[option]: 8 for option in options})
