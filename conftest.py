@@ -57,8 +57,8 @@ OPT_IN_LANES = {
     "--gemma4-executorch": ("executorch", "the ExecuTorch lane: every stage lowered with XNNPACK, about 2.5 min"),
     "--gemma4-numerics": (
         "numerics",
-        "the E2B geometry's bf16 and fp16 profiles against HF in float64, and porting bugs the low-precision "
-        "gates must catch, about a minute",
+        "the E2B geometry's bf16, fp16 and integer profiles against HF in float64, porting bugs the "
+        "low-precision gates must catch, the E2B sensitivity sweep, about 8 minutes",
     ),
     "--gemma4-ports": (
         "ports",

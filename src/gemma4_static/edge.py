@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,8 +99,12 @@ def export_for_lowering(module: nn.Module, args: tuple) -> torch.export.Exported
     return exported.run_decompositions(LOWERING_DECOMPOSITIONS)
 
 
-def lower(module: nn.Module, args: tuple) -> LoweredProgram:
-    """``module`` at the static signature of ``args``, lowered to an ExecuTorch program and loaded."""
+def lower(
+    module: nn.Module, args: tuple, quantize: Callable[[torch.fx.GraphModule], torch.fx.GraphModule] | None = None
+) -> LoweredProgram:
+    """``module`` at the static signature of ``args``, lowered to an ExecuTorch program and loaded;
+    ``quantize`` turns the exported graph (taking the flat tensors) into a quantized one first (PT2E:
+    :mod:`~gemma4_static.quant.xnnpack`)."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
     from executorch.runtime import Runtime
@@ -107,6 +112,8 @@ def lower(module: nn.Module, args: tuple) -> LoweredProgram:
     tensors, spec, fixed = _tensors(args)
     example = tuple(tensor.contiguous() for tensor in tensors)  # programs take dense inputs
     exported = export_for_lowering(_FlatInputs(module, spec, fixed), example)
+    if quantize is not None:
+        exported = export_for_lowering(quantize(exported.module()), example)
     edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
     targets = [_op_name(node.target) for node in edge.exported_program().graph.nodes if node.op == "call_function"]
     delegated = sum(DELEGATE_CALL in target for target in targets)
@@ -127,10 +134,12 @@ def forget_programs() -> None:
 
 
 class EdgeStage:
-    """Calls ``module``'s ExecuTorch program for the signature it is called with (lowered on first use)."""
+    """Calls ``module``'s ExecuTorch program for the signature it is called with (lowered on first
+    use). With a ``quantization`` (:class:`~gemma4_static.quant.xnnpack.XnnpackQuantization`) the
+    program is quantized; while that calibrates, the stage runs ``module`` in float and records its inputs."""
 
-    def __init__(self, name: str, module: nn.Module) -> None:
-        self.name, self.module = name, module
+    def __init__(self, name: str, module: nn.Module, quantization: Any = None) -> None:
+        self.name, self.module, self.quantization = name, module, quantization
 
     def __getattr__(self, attribute: str) -> Any:  # the stage's own attributes (e.g. ``reuses_kv``)
         if attribute == "module":  # not set yet (e.g. while copying): no recursion
@@ -145,12 +154,20 @@ class EdgeStage:
         return (type(self.module).__qualname__, parameters) if parameters else ("module", id(self.module))
 
     def program(self, args: tuple) -> LoweredProgram:
-        key = (self.weights, _signature(args))
+        signature, quantization = _signature(args), self.quantization
+        # runtimes that adopted one calibration share its observer states, and so its programs
+        key = (self.weights, signature, None if quantization is None else id(quantization.observers))
         if key not in _PROGRAMS:
-            _PROGRAMS[key] = (self.module, lower(self.module, args))
+            quantize = (
+                None if quantization is None else lambda graph: quantization.quantized(graph, self.weights, signature)
+            )
+            _PROGRAMS[key] = (self.module, lower(self.module, args, quantize))
         return _PROGRAMS[key][1]
 
     def __call__(self, *args: Any) -> Any:
+        if self.quantization is not None and self.quantization.recording:
+            self.quantization.record(self.weights, _signature(args), [t.contiguous() for t in _tensors(args)[0]])
+            return self.module(*args)
         program = self.program(args)
         outputs = program.method.execute([tensor.contiguous() for tensor in _tensors(args)[0]])
         # the method's output buffers are reused by its next call: keep copies
@@ -167,9 +184,10 @@ def runs_on_npu(stage: nn.Module) -> bool:
     return getattr(stage, "runs_on_npu", True)
 
 
-def backend_stages(stages: Any, backend: str) -> Any:
+def backend_stages(stages: Any, backend: str, quantization: Any = None) -> Any:
     """What the runtime's glue calls: ``stages`` (the PyTorch :class:`~gemma4_static.npu.stages.Stages`)
-    themselves, or a copy whose every stage runs through ExecuTorch."""
+    themselves, or a copy whose every stage runs through ExecuTorch (the stages ``quantization``
+    quantizes as quantized programs)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == "torch":
@@ -178,7 +196,11 @@ def backend_stages(stages: Any, backend: str) -> Any:
         raise ValueError(f"backend={backend!r} needs the executorch extra: pip install 'gemma4-static[executorch]'")
 
     def wrap(name: str, stage: nn.Module | None) -> EdgeStage | nn.Module | None:
-        return EdgeStage(name, stage) if stage is not None and runs_on_npu(stage) else stage
+        if stage is None or not runs_on_npu(stage):
+            return stage
+        return EdgeStage(
+            name, stage, quantization if quantization is not None and quantization.quantizes(stage) else None
+        )
 
     return dataclasses.replace(
         stages,

@@ -8,6 +8,7 @@ which slots.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from .edge import backend_stages
 from .multimodal import fuse_images
 from .npu.stages import build_stages
 from .program import CacheProgram
+from .quant import quantization_of
 from .spec import read_model
 from .stack import LayerStack
 
@@ -56,7 +58,9 @@ class StaticGemma4Runtime:
     vision stage runs at ``vision_profile`` soft tokens (one for all slots or one per slot;
     default: the smallest profile that holds the slot). Forbidden
     keys get the additive ``mask_value`` (default per dtype: :func:`~gemma4_static.cpu.checks.default_mask_value`).
-    After a prefill, :meth:`decode_one` advances every row by one token at its own position.
+    ``quant`` runs an integer profile (:mod:`~gemma4_static.quant`: fake-quantized PyTorch stages,
+    or quantized XNNPACK programs on ``"executorch-stages"``), after :meth:`calibrate`. After a
+    prefill, :meth:`decode_one` advances every row by one token at its own position.
     """
 
     def __init__(
@@ -73,6 +77,7 @@ class StaticGemma4Runtime:
         sliding_cache: str = "ring",
         backend: str = "torch",
         mask_value: float | None = None,
+        quant: str | None = None,
     ) -> None:
         self.spec, weights = read_model(model)
         self.mask_value = mask_fill_value(mask_value, self.spec.dtype)
@@ -82,11 +87,19 @@ class StaticGemma4Runtime:
         if self.layout.has_image_slot and weights.vision is None:
             raise ValueError("image slots need a model with a vision tower")
         self.modules = build_stages(self.spec, weights, image_slots=self.layout.image_slots)
-        self.stages = backend_stages(self.modules, backend)
+        self.quantization = quantization_of(self.modules, quant, backend)
+        self.stages = backend_stages(self.modules, backend, self.quantization)
         self.stack = LayerStack(self.spec, self.stages.layers, self.layout, self.mask_value)
         in_program = backend == "executorch"  # the text stages as one program, the KV cache inside it
         self.program = CacheProgram(self.modules, self.stack) if in_program else None
         self.prefilled = False
+
+    def calibrate(self, run: Callable[[], Any]) -> None:
+        """Fix the integer profile's activation ranges (``quant``) from what ``run()`` runs through this
+        runtime, in float (e.g. prefills of sample prompts); the runtime runs quantized after."""
+        if self.quantization is None:
+            raise ValueError("calibrate needs a runtime built with quant=SCHEME (e.g. 'a16w8'), got quant=None")
+        self.quantization.calibrate(run)
 
     def reset(self) -> None:
         """Forget the conversation: the cache is emptied and the next call must be a prefill."""

@@ -44,7 +44,13 @@ class StaticRuntimePort(Gemma4Port):
     )
 
     def __init__(
-        self, model: Any, setup: PortSetup, *, backend: str = "torch", mask_value: float | None = None
+        self,
+        model: Any,
+        setup: PortSetup,
+        *,
+        backend: str = "torch",
+        mask_value: float | None = None,
+        quant: str | None = None,
     ) -> None:
         self.version = _version()
         self.runtime = StaticGemma4Runtime(
@@ -55,6 +61,7 @@ class StaticRuntimePort(Gemma4Port):
             prefill_chunk=setup.prefill_chunk,
             backend=backend,
             mask_value=mask_value,
+            quant=quant,
         )
         self.config = model.config
 

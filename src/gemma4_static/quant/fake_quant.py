@@ -46,9 +46,14 @@ class ActivationQuantizer:
     def observe(self, x: torch.Tensor) -> None:
         self.observer(x.detach().float())
 
+    @property
+    def observed(self) -> bool:
+        """Whether :meth:`observe` has seen a tensor."""
+        return bool(torch.isfinite(self.observer.min_val))
+
     def freeze(self) -> None:
         """Fix the scale and zero point from everything observed (a ``ValueError`` if nothing was)."""
-        if not bool(torch.isfinite(self.observer.min_val)):
+        if not self.observed:
             raise ValueError("an activation quantizer saw no calibration data: the calibration never reached it")
         scale, zero_point = self.observer.calculate_qparams()
         self.scale, self.zero_point = scale.float(), zero_point.int()
@@ -59,6 +64,6 @@ class ActivationQuantizer:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.scale is None:
-            raise ValueError("the activation quantizer has no range yet: calibrate first")
+            raise ValueError("the activation quantizer has no range yet: calibrate the runtime first")
         fake = torch.fake_quantize_per_tensor_affine(x.float(), self.scale, self.zero_point, self.low, self.high)
         return fake.to(x.dtype)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..npu.embedding import PerLayerInputs
 from ..npu.stages import Stages
@@ -49,13 +50,22 @@ class QuantProfile:
         self._known(group)
         self.select(lambda site: group not in site.groups)
 
-    def calibrate(self, run: Callable[[], None]) -> None:
+    def calibrate(self, run: Callable[[], Any], *, unreached: str = "error") -> None:
         """Record every activation's range while ``run()`` runs the stages in float (min/max
-        observers), fix them, and quantize every site."""
+        observers), fix them, and quantize every site. A site ``run()`` never reached is a
+        ``ValueError`` (``unreached="error"``), or is dropped and stays float (``"float"``: modules a
+        model holds but never calls)."""
+        if unreached not in ("error", "float"):
+            raise ValueError(f"unreached must be 'error' or 'float', got {unreached!r}")
         started = time.perf_counter()
         for site in self.sites:
             site.set("observe")
         run()
+        reached = [site for site in self.sites if site.activation is None or site.activation.observed]
+        if unreached == "float":
+            for site in set(self.sites) - set(reached):
+                site.set("float")
+            self.sites = reached
         for site in self.sites:
             if site.activation is not None:
                 site.activation.freeze()
@@ -78,7 +88,8 @@ class QuantProfile:
 
 def quantize(stages: Stages, scheme: Scheme) -> QuantProfile:
     """The profile of ``scheme`` on ``stages`` (the runtime's own modules, changed in place: shared
-    ``nn.Linear`` weights are wrapped, never modified); every site starts in float."""
+    ``nn.Linear`` weights are wrapped, never modified); every site starts quantized, uncalibrated
+    (:meth:`QuantProfile.calibrate` before the first call)."""
     return QuantProfile(scheme, list(_sites(stages, scheme)))
 
 

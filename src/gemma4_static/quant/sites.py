@@ -32,7 +32,8 @@ class Site:
     ``groups`` name what the site belongs to (its stage or layer, its projection kind).
 
     States: ``float`` (the original weight, activations untouched), ``observe`` (float, the
-    activation's range recorded), ``quantized`` (the fake-quantized weight and activation)."""
+    activation's range recorded), ``quantized`` (the fake-quantized weight and activation; the state
+    it starts in, so a call before calibration fails with a clear error instead of running in float)."""
 
     def __init__(
         self,
@@ -53,9 +54,9 @@ class Site:
         self.quantized = nn.Parameter(fake, requires_grad=False) if parameter else fake
         self.activation = None if activation_bits is None else ActivationQuantizer(activation_bits)
         self.argument = argument
-        self.state = "float"
         if self.activation is not None:
             owner.register_forward_pre_hook(self._on_input)
+        self.set("quantized")
 
     def set(self, state: str) -> None:
         if state not in STATES:

@@ -10,7 +10,7 @@ import torch
 from ...ports.base import PortLimits
 from ...ports.registry import DEFAULT_PORT, port_factory
 from ...quant import Scheme, parse_scheme
-from ..numerics.gates import GATES, QUANT_GATES
+from ..numerics.gates import GATES, quant_gate
 
 PROFILES = (torch.float32, *GATES)  # float32 is checked against HF float32, the others against float64
 
@@ -34,13 +34,14 @@ def checked_profile(model: Any, dtype: torch.dtype, quant: str | None, backend: 
 
 
 def integer_scheme(quant: str, dtype: torch.dtype, backend: str, port: str) -> Scheme:
-    """The gated scheme ``quant`` names, for this runtime's PyTorch stages in float32 (a ``ValueError`` otherwise)."""
+    """The gated scheme ``quant`` names, for this runtime in float32: fake-quantized PyTorch stages, or
+    XNNPACK's quantized stage programs (a ``ValueError`` otherwise)."""
     scheme = parse_scheme(quant)
-    if scheme.name not in QUANT_GATES:
-        raise ValueError(f"quant scheme {quant!r} has no gates; gated schemes: {list(QUANT_GATES)}")
-    if dtype != torch.float32 or backend != "torch" or port != DEFAULT_PORT:
+    if dtype != torch.float32 or backend not in ("torch", "executorch-stages") or port != DEFAULT_PORT:
         raise ValueError(
-            f"quant runs this project's runtime on its PyTorch stages in float32 (fake-quantized), not port {port!r} "
-            f"on backend {backend!r} in {str(dtype).removeprefix('torch.')}"
+            f"quant runs this project's runtime in float32 on backend 'torch' (fake-quantized stages) or "
+            f"'executorch-stages' (XNNPACK programs), not port {port!r} on backend {backend!r} in "
+            f"{str(dtype).removeprefix('torch.')}"
         )
+    quant_gate(scheme.name, backend)  # a ValueError for a scheme without gates there
     return scheme

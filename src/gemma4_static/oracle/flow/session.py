@@ -21,14 +21,14 @@ import torch
 from ...ports.base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
 from ...ports.registry import DEFAULT_PORT, port_factory
 from ...ports.static import StaticRuntimePort
-from ...quant import QuantProfile, quantize
+from ...quant import QuantProfile, XnnpackQuantization
 from ...runtime import PrefillOutputs, StaticGemma4Runtime
 from ...spec import read_text_config
 from ..checks.report import Row, skip_row
 from ..checks.routing import RoutingLedger
-from ..numerics.gates import GATES, QUANT_GATES, Gate
+from ..numerics.gates import GATES, Gate, quant_gate
 from ..numerics.overflow import recorded_ranges
-from ..numerics.quantized import CALIBRATION_SEEDS, calibrated_hf, calibrated_runtime
+from ..numerics.quantized import CALIBRATION_SEEDS, calibrated_hf
 from ..references.hf import hf_prefill
 from ..references.samples import Prompt, image_prompt, text_prompt
 from .profiles import checked_profile
@@ -56,7 +56,7 @@ class Session:
     ranges: dict[str, float] = field(default_factory=dict)
     routing: RoutingLedger | None = None
     hf_model: Any = None  # HF in the profile: the same dtype, or quantized in the same scheme
-    quant: QuantProfile | None = None  # an integer profile: the runtime's quantization sites
+    quant: QuantProfile | XnnpackQuantization | None = None  # an integer profile: the runtime's calibrated one
 
     @property
     def low_precision(self) -> bool:
@@ -65,7 +65,7 @@ class Session:
 
     @property
     def gate(self) -> Gate:
-        return QUANT_GATES[self.quant.scheme.name] if self.quant is not None else GATES[self.dtype]
+        return GATES[self.dtype] if self.quant is None else quant_gate(self.quant.scheme.name, self.backend)
 
     @property
     def config(self) -> Any:
@@ -126,9 +126,10 @@ class Session:
     def build_port(self, setup: PortSetup) -> Gemma4Port:
         """Another instance of the port under test (e.g. with a prefill chunk), on the session's model
         (in an integer profile: quantized with the session's calibrated ranges)."""
-        port = make_port(self.port_name, self.model, setup, backend=self.backend)
+        quant = None if self.quant is None else self.quant.scheme.name
+        port = make_port(self.port_name, self.model, setup, backend=self.backend, quant=quant)
         if self.quant is not None:
-            quantize(port.runtime.modules, self.quant.scheme).adopt(self.quant)
+            port.runtime.quantization.adopt(self.quant)
         return port
 
 
@@ -161,14 +162,20 @@ def raised_in(error: BaseException) -> str:
 
 
 def make_port(
-    name: str, model: Any, setup: PortSetup, *, backend: str = "torch", mask_value: float | None = None
+    name: str,
+    model: Any,
+    setup: PortSetup,
+    *,
+    backend: str = "torch",
+    mask_value: float | None = None,
+    quant: str | None = None,
 ) -> Gemma4Port:
-    """Port ``name`` built for ``setup``; the runtime's own options (``backend``, ``mask_value``) only
-    for this project's runtime (a ``ValueError`` for another port)."""
+    """Port ``name`` built for ``setup``; the runtime's own options (``backend``, ``mask_value``,
+    ``quant``) only for this project's runtime (a ``ValueError`` for another port)."""
     factory = port_factory(name)
     if factory is StaticRuntimePort:
-        return StaticRuntimePort(model, setup, backend=backend, mask_value=mask_value)
-    if backend != "torch" or mask_value is not None:
+        return StaticRuntimePort(model, setup, backend=backend, mask_value=mask_value, quant=quant)
+    if backend != "torch" or mask_value is not None or quant is not None:
         raise ValueError(f"backend and mask_value are options of the gemma4-static runtime, not of port {name!r}")
     port = factory(model, setup)
     if not isinstance(port, Gemma4Port):
@@ -217,13 +224,15 @@ def open_session(
     if max_seq < needed:
         raise ValueError(f"max_seq must be at least {needed} for this prompt and {steps} steps, got {max_seq}")
     setup = PortSetup(max_seq, prompt.input_ids.shape[0], prompt.image_slots)
-    under_test = make_port(port, model, setup, backend=backend, mask_value=mask_value)
+    under_test = make_port(port, model, setup, backend=backend, mask_value=mask_value, quant=quant)
     session = Session(model, dtype, steps, prompt, under_test, PortPrefill(torch.empty(0)), None, port, backend)
     session.hf_model = model
     if scheme is not None:
         calibration = [sample_prompt(model.config, limits, seed=seed) for seed in CALIBRATION_SEEDS]
-        session.quant = calibrated_runtime(under_test, scheme, calibration)
-        session.hf_model, _ = calibrated_hf(model, session.quant, calibration)
+        runtime = under_test.runtime
+        runtime.calibrate(lambda: [under_test.prefill(prompt, keep_intermediates=True) for prompt in calibration])
+        session.quant = runtime.quantization
+        session.hf_model, _ = calibrated_hf(model, scheme, calibration)
     moe = model.config.get_text_config().enable_moe_block
     if moe and session.is_runtime and backend == "torch" and dtype == torch.float32:
         session.routing = RoutingLedger()

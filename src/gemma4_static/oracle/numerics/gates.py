@@ -1,5 +1,6 @@
-"""The gates of each low-precision profile (bf16, fp16 and the integer schemes): thresholds on :mod:`.metrics` against HF in float64,
-asserted by ``verify --dtype`` and the tests, each with the measurement it comes from.
+"""The gates of each low-precision profile (bf16, fp16 and the integer schemes): thresholds on
+:mod:`.metrics` against HF in float64, asserted by ``verify --dtype`` / ``--quant`` and the tests,
+each with the measurement it comes from.
 
 How they were derived: the default models (tiny and e2b-vision with an image, batch 2; the E2B
 geometry with a ragged 515/256-token prompt, 24 decode steps) were run in each dtype and every
@@ -163,6 +164,19 @@ QUANT_GATES = {
         ),
     ),
 }
+
+# The same schemes as XNNPACK programs (:mod:`gemma4_static.quant.xnnpack`: PT2E with ExecuTorch's
+# XNNPACKQuantizer, int8 at each projection's input and output), per stage program.
+XNNPACK_GATES = {"a8w8": QUANT_GATES["a8w8"]}
+
+
+def quant_gate(scheme: str, backend: str) -> Gate:
+    """The gate of integer scheme ``scheme`` on ``backend`` (a ``ValueError`` where it has none)."""
+    gates = XNNPACK_GATES if backend == "executorch-stages" else QUANT_GATES
+    if scheme not in gates:
+        raise ValueError(f"quant scheme {scheme!r} has no gates on backend {backend!r}; gated: {list(gates)}")
+    return gates[scheme]
+
 
 # A masked key's softmax weight must stay below this for every score the stage can produce: at
 # 2^-24 (one fp32 ulp of 1.0) a masked key cannot move a float32-accumulated attention sum.
