@@ -128,6 +128,11 @@ def lower(
 _PROGRAMS: dict[tuple, tuple[nn.Module, LoweredProgram]] = {}
 
 
+def lowered_programs() -> list[tuple[str, bool, LoweredProgram]]:
+    """Every stage program lowered so far: its stage's class, whether it is quantized, the program."""
+    return [(weights[0], quantized is not None, program) for (weights, _, quantized), (_, program) in _PROGRAMS.items()]
+
+
 def forget_programs() -> None:
     """Drop every lowered stage program (the next call lowers afresh)."""
     _PROGRAMS.clear()

@@ -9,7 +9,6 @@ import sys
 import pytest
 import torch
 
-import gemma4_static
 from gemma4_static import cli, export_command
 from gemma4_static.cpu import vision as cpu_vision
 from gemma4_static.cpu.rope import build_rope
@@ -107,6 +106,31 @@ def test_mask_value_option_reaches_the_runtime(tmp_path, capsys):
 def test_a_low_precision_profile_of_a_moe_model_is_refused(capsys):
     assert cli.main(["verify", "--config", "26b-a4b-geometry", "--dtype", "bfloat16", "--no-export"]) == 2
     assert "the bfloat16 profile of a mixture-of-experts model is not gated yet" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--quant", "a4w4"],
+            "unknown base 'a4w4'; expected one of ['a16w8', 'a8w8', 'a16w4']",
+        ),
+        (["--quant", "a16w8+e8"], "quant scheme 'a16w8+e8' has no gates on backend 'torch'; gated: ['a16w8'"),
+        (
+            ["--quant", "a16w8", "--dtype", "bfloat16"],
+            "quant runs this project's runtime in float32",
+        ),
+        (
+            ["--quant", "a16w8", "--backend", "executorch-stages"],
+            "'a16w8' does not run on XNNPACK (no 16-bit activations",
+        ),
+        (["--quant", "a16w8", "--config", "26b-a4b-geometry"], "the a16w8 profile of a mixture-of-experts model"),
+        (["--sensitivity"], "--sensitivity needs --quant SCHEME"),
+    ],
+)
+def test_bad_integer_profiles_are_clear_errors(argv, message, capsys):
+    assert cli.main(["verify", "--no-export", *argv]) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_too_small_max_seq_is_a_clear_error(capsys):

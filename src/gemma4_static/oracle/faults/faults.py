@@ -32,17 +32,17 @@ class Fault:
     patches: tuple[Patch, ...]
     needs_vision: bool = False  # only a model with a vision tower (and image prompts) can show it
     needs_text: str | None = None  # a text-config flag the model must have (enable_moe_block, attention_k_eq_v)
-    # why a low-precision profile cannot resolve it (checked in float32 only), or None
+    # why a low-precision profile (bf16, fp16, an integer scheme) cannot resolve it (checked in float32 only)
     float32_only: str | None = None
 
-    def not_applicable(self, model: Any, dtype: torch.dtype) -> str | None:
-        """Why this fault cannot show on ``model`` in profile ``dtype``, or ``None``."""
+    def not_applicable(self, model: Any, dtype: torch.dtype, quant: str | None = None) -> str | None:
+        """Why this fault cannot show on ``model`` in profile ``dtype`` (or integer scheme ``quant``), or ``None``."""
         if self.needs_vision and getattr(model.model, "vision_tower", None) is None:
             return "the model has no vision tower"
         if self.needs_text is not None and not getattr(model.config.get_text_config(), self.needs_text, False):
             return f"the model has no {self.needs_text}"
-        if self.float32_only is not None and dtype != torch.float32:
-            return f"below {str(dtype).removeprefix('torch.')}'s resolution: {self.float32_only}"
+        if self.float32_only is not None and (dtype != torch.float32 or quant is not None):
+            return f"below {quant or str(dtype).removeprefix('torch.')}'s resolution: {self.float32_only}"
         return None
 
     @contextlib.contextmanager

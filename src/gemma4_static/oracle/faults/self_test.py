@@ -57,7 +57,7 @@ def run_self_test(
     baseline = run_verification(model, dtype=dtype, export=False, checks=checks, backend=backend, quant=quant)
     results = []
     for fault in faults:
-        reason = fault.not_applicable(model, dtype)
+        reason = fault.not_applicable(model, dtype, quant)
         if reason is not None:
             result = FaultResult(fault, not_applicable=reason)
         else:

@@ -9,7 +9,7 @@ import torch
 
 from ...ports.base import PortLimits
 from ...ports.registry import DEFAULT_PORT, port_factory
-from ...quant import Scheme, parse_scheme
+from ...quant import Scheme, XnnpackQuantization, parse_scheme
 from ..numerics.gates import GATES, quant_gate
 
 PROFILES = (torch.float32, *GATES)  # float32 is checked against HF float32, the others against float64
@@ -43,5 +43,7 @@ def integer_scheme(quant: str, dtype: torch.dtype, backend: str, port: str) -> S
             f"'executorch-stages' (XNNPACK programs), not port {port!r} on backend {backend!r} in "
             f"{str(dtype).removeprefix('torch.')}"
         )
+    if backend == "executorch-stages":
+        XnnpackQuantization(scheme)  # a ValueError naming what XNNPACK cannot run
     quant_gate(scheme.name, backend)  # a ValueError for a scheme without gates there
     return scheme

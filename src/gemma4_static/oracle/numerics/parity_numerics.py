@@ -20,15 +20,21 @@ UNGATED = math.inf  # an error metric reported beside the gated ones; fails only
 def metric_rows(
     stage: str, check: str, ours: torch.Tensor, hf: torch.Tensor, reference: torch.Tensor, gate: Gate
 ) -> list[Row]:
-    """SQNR and cosine (gated), max abs error and PEIR (reported) of ``ours`` and of HF's same-dtype
-    output ``hf`` against the float64 ``reference``."""
+    """SQNR and cosine (gated), max abs error and PEIR (reported) of ``ours`` and of HF's output in the
+    same profile ``hf`` against the float64 ``reference``; where the gate bounds it, how far ours falls
+    below HF's SQNR."""
     mine, theirs = measure(ours, reference), measure(hf, reference)
-    return [
+    rows = [
         Row(stage, check, "SQNR dB", mine.sqnr_db, gate.sqnr_gate(stage), higher_is_better=True, hf=theirs.sqnr_db),
         Row(stage, check, "cosine", mine.cosine, gate.cosine_gate(stage), higher_is_better=True, hf=theirs.cosine),
         Row(stage, check, "max abs error", mine.max_abs, UNGATED, hf=theirs.max_abs),
         Row(stage, check, "PEIR", mine.peir, UNGATED, hf=theirs.peir),
     ]
+    if gate.hf_deficit_db is not None:
+        exact = math.isinf(mine.sqnr_db) and math.isinf(theirs.sqnr_db)  # both exact: no deficit
+        deficit = 0.0 if exact else theirs.sqnr_db - mine.sqnr_db
+        rows.append(Row(stage, check, "SQNR below HF's (dB)", deficit, gate.hf_deficit_db))
+    return rows
 
 
 def token_rows(

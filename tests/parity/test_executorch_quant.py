@@ -1,0 +1,41 @@
+"""The integer profile XNNPACK runs (``a8w8``: PT2E with ExecuTorch's XNNPACKQuantizer, see
+``gemma4_static.quant.xnnpack``) as quantized stage programs on ExecuTorch, against HF in float64
+under its gates (``XNNPACK_GATES``), HF quantized in a8w8 by this project's mechanics beside."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("executorch", reason="the executorch extra is not installed (pip install '.[executorch]')")
+
+from gemma4_static.edge import lowered_programs
+from gemma4_static.oracle.checks.report import assert_rows_pass
+from gemma4_static.oracle.flow.verify import run_verification
+from gemma4_static.quant.xnnpack import QUANTIZED_STAGES
+from gemma4_static.runtime import StaticGemma4Runtime
+
+pytestmark = [pytest.mark.executorch, pytest.mark.xdist_group("executorch")]  # one worker: shared programs
+CHECKS = ("inputs", "layers", "decode")
+
+
+def test_a8w8_stage_programs_pass_their_gates(tiny_model, report):
+    """Every stage of the image prompt (prefill, decode, generation) as XNNPACK programs, the ones with
+    projections quantized; each quantized program is one XNNPACK subgraph, its fallbacks reported."""
+    rows = run_verification(tiny_model, quant="a8w8", backend="executorch-stages", export=False, checks=CHECKS)
+    assert_rows_pass(rows)
+    quantized = [(stage, program) for stage, is_quantized, program in lowered_programs() if is_quantized]
+    assert {stage for stage, _ in quantized} == set(QUANTIZED_STAGES)
+    for stage, program in quantized:
+        assert program.delegated >= 1, stage
+    # int8 weights: a quantized layer program is under half the float32 bytes of the smallest layer's projections
+    layers = StaticGemma4Runtime(tiny_model, max_seq=8).modules.layers
+    smallest = min(sum(4 * p.numel() for p in layer.parameters() if p.dim() == 2) for layer in layers)
+    sizes = [len(program.buffer) for stage, program in quantized if stage == "DecoderLayer"]
+    assert max(sizes) < smallest / 2, (sizes, smallest)
+    fallbacks = sorted({op for _, program in quantized for op in program.portable})
+    worst = min((row for row in rows if row.metric == "SQNR dB"), key=lambda row: row.value)
+    report(
+        f"a8w8 on XNNPACK: {len(quantized)} quantized programs ({min(sizes)}-{max(sizes)} bytes a layer, the "
+        f"smallest layer's float32 weights {smallest}), portable fallbacks {fallbacks or 'none'}; worst "
+        f"SQNR {worst.value:.1f} dB at {worst.stage} / {worst.check} (HF a8w8 {worst.hf:.1f})"
+    )
