@@ -19,20 +19,11 @@ import argparse
 import torch
 
 from gemma4_static.oracle.flow.verify import run_verification
-from gemma4_static.oracle.numerics.gates import GATES
+from gemma4_static.oracle.numerics.gates import GATED_STAGES, GATES
 from gemma4_static.oracle.references.models import build_default_model
 
 CHECKS = ("inputs", "mask-value", "layers", "chunked-prefill", "decode", "overflow")
-KINDS = (
-    "token embedding",
-    "PLE",
-    "vision prefill",
-    "decoder layers",
-    "KV cache",
-    "prefill logits",
-    "chunked prefill",
-    "decode steps",
-)
+KINDS = GATED_STAGES
 
 
 def _worst(rows, stage: str, metric: str) -> str:

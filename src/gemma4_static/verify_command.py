@@ -38,8 +38,8 @@ def run_verify(args: argparse.Namespace) -> int:
         )
         return 2
     checks = tuple(check for check in CHECKS if check not in args.without)
-    if args.sensitivity and args.quant is None:
-        print("gemma4-static verify: --sensitivity needs --quant SCHEME", file=sys.stderr)
+    if args.sensitivity and (args.quant is None or args.backend != "torch"):
+        print("gemma4-static verify: --sensitivity needs --quant SCHEME on backend torch", file=sys.stderr)
         return 2
     try:
         if args.self_test:

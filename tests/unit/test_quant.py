@@ -9,6 +9,7 @@ import torch
 from gemma4_static.oracle.references.samples import image_prompt
 from gemma4_static.quant import SCHEMES, parse_scheme, quantize
 from gemma4_static.quant.fake_quant import ActivationQuantizer, quantized_weight
+from gemma4_static.quant.profile import PER_LAYER_INPUT, PROJECTIONS
 from gemma4_static.runtime import StaticGemma4Runtime
 
 
@@ -102,18 +103,8 @@ def test_sites_wrap_the_runtime_not_hf(tiny_model, tiny_runtime_and_prompt):
         assert torch.equal(tensor, before[name]), name
     assert torch.equal(_logits(runtime, prompt), reference)
     assert profile.groups[:4] == ["embedding", "PLE", "vision", "layer 0"]
-    assert profile.groups[-10:] == [
-        "LM head",
-        "q_proj",
-        "k_proj",
-        "v_proj",
-        "o_proj",
-        "gate_proj",
-        "up_proj",
-        "down_proj",
-        "ple_gate",
-        "ple_projection",
-    ]
+    assert profile.groups[-10:] == ["LM head", *PROJECTIONS, *PER_LAYER_INPUT]
+    assert PROJECTIONS[0] == "q_proj" and PER_LAYER_INPUT == ("ple_gate", "ple_projection")
     for group in profile.groups:
         profile.only(group)
         assert not torch.equal(_logits(fresh, prompt), reference), group
@@ -154,3 +145,16 @@ def test_bad_quant_options_are_clear_errors(tiny_model, options, message):
 def test_calibrating_a_float_runtime_is_a_clear_error(tiny_model):
     with pytest.raises(ValueError, match=r"calibrate needs a runtime built with quant=SCHEME .* got quant=None"):
         StaticGemma4Runtime(tiny_model, max_seq=16).calibrate(lambda: None)
+
+
+def test_calibration_is_deterministic(tiny_model):
+    """The same sample prompts give the same ranges, so two calibrated runtimes agree bit for bit."""
+    prompt = image_prompt(tiny_model.config, text_after=[6, 2])
+    setup = {"max_seq": prompt.input_ids.shape[1], "batch_size": 2, "image_slots": list(prompt.image_slots)}
+    calibration = [image_prompt(tiny_model.config, text_after=[6, 2], seed=seed) for seed in (3, 4)]
+    logits = []
+    for _ in range(2):
+        runtime = StaticGemma4Runtime(tiny_model, quant="a8w8+e8+h8", **setup)
+        runtime.calibrate(lambda runtime=runtime: [_logits(runtime, sample) for sample in calibration])
+        logits.append(_logits(runtime, prompt))
+    assert torch.equal(*logits)

@@ -125,7 +125,8 @@ def test_a_low_precision_profile_of_a_moe_model_is_refused(capsys):
             "'a16w8' does not run on XNNPACK (no 16-bit activations",
         ),
         (["--quant", "a16w8", "--config", "26b-a4b-geometry"], "the a16w8 profile of a mixture-of-experts model"),
-        (["--sensitivity"], "--sensitivity needs --quant SCHEME"),
+        (["--sensitivity"], "--sensitivity needs --quant SCHEME on backend torch"),
+        (["--quant", "a8w8", "--sensitivity", "--backend", "executorch-stages"], "--sensitivity needs --quant SCHEME"),
     ],
 )
 def test_bad_integer_profiles_are_clear_errors(argv, message, capsys):

@@ -16,20 +16,11 @@ from typing import Any
 
 import torch
 
+from ...quant.profile import PER_LAYER_INPUT
+from ...quant.profile import PROJECTIONS as LAYER_PROJECTIONS
 from ..checks.report import Row, merge
 
-PROJECTIONS = (
-    "q_proj",
-    "k_proj",
-    "v_proj",
-    "o_proj",
-    "gate_proj",
-    "up_proj",
-    "down_proj",
-    "ple_gate",
-    "ple_projection",
-    "experts",
-)
+PROJECTIONS = (*LAYER_PROJECTIONS, *PER_LAYER_INPUT, "experts")
 STAGES = ("embedding", "per_layer_inputs", "vision", "lm_head")
 
 
