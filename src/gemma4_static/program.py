@@ -11,6 +11,7 @@ runtime's ``backend="executorch"`` drives; :mod:`~gemma4_static.bundle` writes t
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -47,10 +48,17 @@ def cached_stack(stages: Any, stack: LayerStack, *, trace: bool = False) -> Cach
     ).eval()
 
 
-def lower_program(module: nn.Module, stack: LayerStack, chunk: int, methods: tuple[str, ...] = METHODS) -> bytes:
+def lower_program(
+    module: nn.Module,
+    stack: LayerStack,
+    chunk: int,
+    methods: tuple[str, ...] = METHODS,
+    quantize: Callable[[str, torch.fx.GraphModule], torch.fx.GraphModule] | None = None,
+) -> bytes:
     """``module`` (a :class:`CachedStack`) lowered with XNNPACK to one ExecuTorch program with
     ``methods`` (``prefill``: ``chunk`` tokens, ``decode``: one) sharing its mutable cache buffers,
-    which start at zeros; returns the ``.pte`` bytes."""
+    which start at zeros; ``quantize(method, graph)`` turns each exported method into a quantized
+    graph first (PT2E: :mod:`~gemma4_static.quant.xnnpack`); returns the ``.pte`` bytes."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
     from executorch.exir.passes import MemoryPlanningPass
@@ -64,6 +72,8 @@ def lower_program(module: nn.Module, stack: LayerStack, chunk: int, methods: tup
         ids = torch.full((batch, tokens), pad)
         example = step_inputs(stack, ids, positions, torch.ones_like(positions, dtype=torch.bool))
         programs[method] = export_for_lowering(module, example)
+        if quantize is not None:
+            programs[method] = export_for_lowering(quantize(method, programs[method].module()), example)
     edge = to_edge_transform_and_lower(programs, partitioner=[XnnpackPartitioner()])
     program = edge.to_executorch(
         ExecutorchBackendConfig(
@@ -103,28 +113,54 @@ class CacheProgram:
     the bytes shared by runtimes of the same weights and layout), fed by ``stack``'s CPU side; its
     prefill method takes :func:`prefill_method_tokens` tokens."""
 
-    def __init__(self, stages: Any, stack: LayerStack) -> None:
+    def __init__(self, stages: Any, stack: LayerStack, quantization: Any = None) -> None:
         self.stages, self.stack, self.chunk = stages, stack, prefill_method_tokens(stack.layout)
+        self.quantization = quantization  # an XnnpackQuantization: the program's methods quantized
         self._loaded: dict[bool, tuple[bytes, Any, dict[str, Any]]] = {}  # trace -> (bytes, program, methods)
+        self._eager: dict[bool, CachedStack] = {}  # trace -> the module run in float while calibrating
 
     def methods(self, *, trace: bool = False) -> dict[str, Any]:
         """The loaded methods: ``prefill`` and ``decode``, or (``trace``) a separate program whose
-        ``prefill`` also returns every layer's output (for debugging; its cache is its own)."""
+        ``prefill`` also returns every layer's output (for debugging; its cache is its own). While a
+        quantization calibrates: the module in float PyTorch, recording each method's inputs."""
+        names = ("prefill",) if trace else METHODS
+        quantization = self.quantization
+        if quantization is not None and quantization.recording:
+            if trace not in self._eager:
+                self._eager[trace] = cached_stack(self.stages, self.stack, trace=trace)
+            stage = self._stage(trace)
+            return {name: _Recorded(self._eager[trace], quantization, stage, self._signature(name)) for name in names}
         if trace not in self._loaded:
             from executorch.runtime import Runtime
 
             module = cached_stack(self.stages, self.stack, trace=trace)
-            layout = self.stack.layout
-            names = ("prefill",) if trace else METHODS
-            weights = tuple(id(parameter) for parameter in module.parameters())
-            shape = (layout.batch_size, layout.max_seq, layout.sliding_cache, self.chunk)
-            key = (weights, shape, names, self.stack.spec.dtype)
+            key = self._key(trace)
             if key not in _LOWERED:
-                _LOWERED[key] = (module, lower_program(module, self.stack, self.chunk, names))
+                stage = self._stage(trace)
+                quantize = None if quantization is None else functools.partial(self._quantized, stage)
+                _LOWERED[key] = (module, lower_program(module, self.stack, self.chunk, names, quantize))
             buffer = _LOWERED[key][1]
             program = Runtime.get().load_program(buffer)
             self._loaded[trace] = (buffer, program, {name: program.load_method(name) for name in names})
         return self._loaded[trace][2]
+
+    def _quantized(self, stage: tuple, method: str, graph: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        return self.quantization.quantized(graph, stage, self._signature(method))
+
+    def _stage(self, trace: bool) -> tuple:
+        """What a quantization keys the program's observers by: its weights and form (any layout)."""
+        parts = (self.stages.embedding, self.stages.per_layer_inputs, *self.stages.layers, self.stages.lm_head)
+        return ("program", tuple(id(parameter) for part in parts for parameter in part.parameters()), trace)
+
+    def _signature(self, method: str) -> tuple:
+        layout = self.stack.layout
+        return (layout.batch_size, layout.max_seq, layout.sliding_cache, self.chunk, self.stack.spec.dtype, method)
+
+    def _key(self, trace: bool) -> tuple:
+        """What identifies the program: its weights and form, the layout, the dtype and the
+        quantization's observer states (runtimes that adopted one calibration share its programs)."""
+        observers = None if self.quantization is None else id(self.quantization.observers)
+        return (*self._stage(trace), self._signature(""), observers)
 
     def size(self) -> int:
         """Bytes of the ``.pte`` program (lowered if it was not yet)."""
@@ -161,3 +197,18 @@ def _copied(method: Any, *, first: bool = False) -> Callable[..., Any]:
         return outputs[0].clone() if first else tuple(output.clone() for output in outputs)
 
     return call
+
+
+class _Recorded:
+    """A method stand-in while a quantization calibrates: records the inputs under ``stage`` and
+    ``signature`` and runs ``module`` (the program's module, in float PyTorch), returning its outputs
+    flat like a method."""
+
+    def __init__(self, module: nn.Module, quantization: Any, stage: tuple, signature: tuple) -> None:
+        self.module, self.quantization, self.stage, self.signature = module, quantization, stage, signature
+
+    def execute(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        self.quantization.record(self.stage, self.signature, inputs)
+        with torch.no_grad():
+            outputs = self.module(*inputs)
+        return list(outputs) if isinstance(outputs, tuple) else [outputs]

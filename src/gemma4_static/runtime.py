@@ -91,7 +91,7 @@ class StaticGemma4Runtime:
         self.stages = backend_stages(self.modules, backend, self.quantization)
         self.stack = LayerStack(self.spec, self.stages.layers, self.layout, self.mask_value)
         in_program = backend == "executorch"  # the text stages as one program, the KV cache inside it
-        self.program = CacheProgram(self.modules, self.stack) if in_program else None
+        self.program = CacheProgram(self.modules, self.stack, self.quantization) if in_program else None
         self.prefilled = False
 
     def calibrate(self, run: Callable[[], Any]) -> None:

@@ -14,14 +14,13 @@ __all__ = ["SCHEMES", "QuantProfile", "Scheme", "XnnpackQuantization", "parse_sc
 
 def quantization_of(stages: Any, quant: str | None, backend: str) -> QuantProfile | XnnpackQuantization | None:
     """The integer profile ``quant`` of a runtime's ``stages`` on ``backend``: fake-quantized PyTorch
-    stages (``torch``), quantized XNNPACK programs (``executorch-stages``); ``None`` without ``quant``."""
+    stages (``torch``), quantized XNNPACK programs (``executorch``, ``executorch-stages``); ``None``
+    without ``quant``."""
     if quant is None:
         return None
     scheme = parse_scheme(quant)
     if backend == "torch":
         return quantize(stages, scheme)
-    if backend == "executorch-stages":
+    if backend in ("executorch", "executorch-stages"):
         return XnnpackQuantization(scheme)
-    raise ValueError(
-        f"quant runs on backend 'torch' or 'executorch-stages' (a quantized program per stage), got backend {backend!r}"
-    )
+    raise ValueError(f"quant runs on backend 'torch', 'executorch' or 'executorch-stages', got backend {backend!r}")

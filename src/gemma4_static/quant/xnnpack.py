@@ -1,6 +1,7 @@
 """The integer profiles ExecuTorch's XNNPACK backend runs: PT2E quantization with ExecuTorch's
 ``XNNPACKQuantizer`` of every stage program that holds projections (the decoder layers, the PLE
-stage, the vision encoder), then the usual XNNPACK lowering (:mod:`gemma4_static.edge`).
+stage, the vision encoder; :mod:`gemma4_static.edge`) or of the one-program form's methods
+(:mod:`gemma4_static.program`), then the usual XNNPACK lowering.
 
 ``a8w8`` maps to ``get_symmetric_quantization_config(is_per_channel=True)`` on ``aten.linear`` only:
 int8 per-tensor activations at every projection's input *and output* (XNNPACK's static quantized
@@ -9,10 +10,11 @@ weights (``[-127, 127]``). Norms, attention, residual adds stay float, as in the
 XNNPACK has no 16-bit activations (``a16w8``, ``a16w4``) and no int8 embedding tables or separately
 quantized LM head (``+e8``, ``+h8``): those run on this runtime's PyTorch stages only.
 
-Calibration: while :meth:`XnnpackQuantization.calibrate` runs, every quantized stage runs in float
-PyTorch and records its inputs; a stage's program at a recorded signature is calibrated on them, at
-another signature (decode, a chunk) it takes the observers' state of a calibrated one (the same
-projections in the same order: the ranges of a site do not depend on the shapes).
+Calibration: while :meth:`XnnpackQuantization.calibrate` runs, every quantized stage (or the one
+program's methods) runs in float PyTorch and records its inputs; a program at a recorded signature
+(or method) is calibrated on them, at another (decode, a chunk) it takes the observers' state of a
+calibrated one (the same projections in the same order: the ranges of a site do not depend on the
+shapes). Buffers the calibration wrote (the one program's KV cache) are restored after it.
 """
 
 from __future__ import annotations
@@ -74,20 +76,21 @@ class XnnpackQuantization:
         """``graph`` (a stage exported at ``signature``, taking its flat tensors) with XNNPACK's
         quantize/dequantize pairs, its observers calibrated on that signature's recorded inputs or,
         without any, set from a calibrated signature of the same stage."""
-        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-            XNNPACKQuantizer,
-            get_symmetric_quantization_config,
-        )
+        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import get_symmetric_quantization_config
         from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
         config = get_symmetric_quantization_config(is_per_channel=True)
-        prepared = prepare_pt2e(graph, XNNPACKQuantizer().set_operator_type(torch.ops.aten.linear.default, config))
+        initial = {name: buffer.clone() for name, buffer in graph.named_buffers()}  # e.g. the one program's cache
+        prepared = prepare_pt2e(graph, _quantizer().set_operator_type(torch.ops.aten.linear.default, config))
         observers = [module for name, module in prepared.named_modules() if "activation_post_process" in name]
         samples = self.samples.get((stage, signature), [])
         if samples:
             with torch.no_grad():
                 for tensors in samples:
                     prepared(*tensors)
+                for name, buffer in prepared.named_buffers():  # the program's own buffers start as they were
+                    if name in initial:
+                        buffer.copy_(initial[name])
             self.observers.setdefault(stage, [copy.deepcopy(observer.state_dict()) for observer in observers])
         elif stage in self.observers and len(self.observers[stage]) == len(observers):
             for observer, state in zip(observers, self.observers[stage], strict=True):
@@ -97,3 +100,26 @@ class XnnpackQuantization:
                 f"stage {stage[0]} at this signature has no calibration: calibrate the runtime before its first call"
             )
         return convert_pt2e(prepared)
+
+
+def _quantizer() -> Any:
+    """ExecuTorch's ``XNNPACKQuantizer``, with one fix: before annotating, it turns every scalar of an
+    ``add``/``mul`` into a float32 tensor, also in integer arithmetic (ExecuTorch 1.5), which makes the
+    one program's cache-slot index math float and its ``index_put`` fail; such constants get the
+    integer dtype of the node they feed back."""
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import XNNPACKQuantizer
+
+    class IntegerScalarsKept(XNNPACKQuantizer):
+        def transform_for_annotation(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
+            model = super().transform_for_annotation(model)
+            arithmetic = (torch.ops.aten.add.Tensor, torch.ops.aten.mul.Tensor)
+            for node in model.graph.nodes:
+                if node.op != "call_function" or node.target not in arithmetic:
+                    continue
+                dtype = node.meta["val"].dtype
+                for arg in node.args:
+                    if not dtype.is_floating_point and isinstance(arg, torch.fx.Node) and arg.op == "get_attr":
+                        model.register_buffer(arg.target, getattr(model, arg.target).to(dtype))
+            return model
+
+    return IntegerScalarsKept()

@@ -35,15 +35,14 @@ def checked_profile(model: Any, dtype: torch.dtype, quant: str | None, backend: 
 
 def integer_scheme(quant: str, dtype: torch.dtype, backend: str, port: str) -> Scheme:
     """The gated scheme ``quant`` names, for this runtime in float32: fake-quantized PyTorch stages, or
-    XNNPACK's quantized stage programs (a ``ValueError`` otherwise)."""
+    XNNPACK's quantized programs on an ExecuTorch backend (a ``ValueError`` otherwise)."""
     scheme = parse_scheme(quant)
-    if dtype != torch.float32 or backend not in ("torch", "executorch-stages") or port != DEFAULT_PORT:
+    if dtype != torch.float32 or port != DEFAULT_PORT:
         raise ValueError(
-            f"quant runs this project's runtime in float32 on backend 'torch' (fake-quantized stages) or "
-            f"'executorch-stages' (XNNPACK programs), not port {port!r} on backend {backend!r} in "
-            f"{str(dtype).removeprefix('torch.')}"
+            f"quant runs this project's runtime in float32 (fake-quantized PyTorch stages or XNNPACK programs), "
+            f"not port {port!r} in {str(dtype).removeprefix('torch.')}"
         )
-    if backend == "executorch-stages":
+    if backend != "torch":
         XnnpackQuantization(scheme)  # a ValueError naming what XNNPACK cannot run
     quant_gate(scheme.name, backend)  # a ValueError for a scheme without gates there
     return scheme
