@@ -91,6 +91,11 @@ def lower_program(
 _LOWERED: dict[tuple, tuple[nn.Module, bytes]] = {}
 
 
+def lowered_program_sizes() -> list[tuple[bool, int]]:
+    """Every one-program form lowered so far: whether it is quantized, and its ``.pte`` bytes."""
+    return [(key[-1] is not None, len(buffer)) for key, (_, buffer) in _LOWERED.items()]
+
+
 @contextlib.contextmanager
 def fresh_programs(backend: str) -> Iterator[None]:
     """On an ExecuTorch ``backend``: no program lowered before the block is reused in it, and none

@@ -1,6 +1,7 @@
 """The integer profile XNNPACK runs (``a8w8``: PT2E with ExecuTorch's XNNPACKQuantizer, see
-``gemma4_static.quant.xnnpack``) as quantized stage programs on ExecuTorch, against HF in float64
-under its gates (``XNNPACK_GATES``), HF quantized in a8w8 by this project's mechanics beside."""
+``gemma4_static.quant.xnnpack``) on ExecuTorch in both forms, quantized stage programs and the one
+program with its cache inside, against HF in float64 under its gates (``XNNPACK_GATES``), HF
+quantized in a8w8 by this project's mechanics beside."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ pytest.importorskip("executorch", reason="the executorch extra is not installed 
 from gemma4_static.edge import lowered_programs
 from gemma4_static.oracle.checks.report import assert_rows_pass
 from gemma4_static.oracle.flow.verify import run_verification
+from gemma4_static.program import lowered_program_sizes
 from gemma4_static.quant.xnnpack import QUANTIZED_STAGES
 from gemma4_static.runtime import StaticGemma4Runtime
 
@@ -39,4 +41,22 @@ def test_a8w8_stage_programs_pass_their_gates(tiny_model, report):
         f"a8w8 on XNNPACK: {len(quantized)} quantized programs ({min(sizes)}-{max(sizes)} bytes a layer, the "
         f"smallest layer's float32 weights {smallest}), portable fallbacks {fallbacks or 'none'}; worst "
         f"SQNR {worst.value:.1f} dB at {worst.stage} / {worst.check} (HF a8w8 {worst.hf:.1f})"
+    )
+
+
+def test_a8w8_one_program_passes_its_gates(tiny_model, report):
+    """The text model as one quantized program (prefill and decode methods calibrated on the recorded
+    method inputs, decode taking prefill's observer states), the vision stage as a quantized stage
+    program. Quantized for real: its logits sit at the scheme's noise against float64 (a float32
+    program lands near 130 dB there)."""
+    rows = run_verification(tiny_model, quant="a8w8", backend="executorch", export=False, checks=CHECKS)
+    assert_rows_pass(rows)
+    sizes = [size for quantized, size in lowered_program_sizes() if quantized]
+    assert sizes, "no quantized program was lowered"
+    logits = [row for row in rows if row.stage in ("prefill logits", "decode steps") and row.metric == "SQNR dB"]
+    assert logits and max(row.value for row in logits) < 40, [row.value for row in logits]
+    worst = min((row for row in rows if row.metric == "SQNR dB"), key=lambda row: row.value)
+    report(
+        f"a8w8 one program on XNNPACK: {len(sizes)} programs of {sorted(sizes)} bytes; worst SQNR "
+        f"{worst.value:.1f} dB at {worst.stage} / {worst.check} (HF a8w8 {worst.hf:.1f})"
     )
