@@ -80,7 +80,8 @@ def _parser() -> argparse.ArgumentParser:
         "--quant",
         metavar="SCHEME",
         help="an integer profile against HF float64, gated: a16w8, a8w8, a16w4, each optionally +e8+h8 (int8 "
-        "embedding tables and LM head); this runtime's PyTorch stages, fake-quantized, HF in the same scheme beside",
+        "embedding tables and LM head), on the PyTorch stages (fake-quantized; HF in the same scheme beside); "
+        "a8w8 also as XNNPACK programs (--backend executorch or executorch-stages)",
     )
     verify.add_argument(
         "--sensitivity",

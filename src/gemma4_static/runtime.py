@@ -59,7 +59,7 @@ class StaticGemma4Runtime:
     default: the smallest profile that holds the slot). Forbidden
     keys get the additive ``mask_value`` (default per dtype: :func:`~gemma4_static.cpu.checks.default_mask_value`).
     ``quant`` runs an integer profile (:mod:`~gemma4_static.quant`: fake-quantized PyTorch stages,
-    or quantized XNNPACK programs on ``"executorch-stages"``), after :meth:`calibrate`. After a
+    or quantized XNNPACK programs on either ExecuTorch backend), after :meth:`calibrate`. After a
     prefill, :meth:`decode_one` advances every row by one token at its own position.
     """
 

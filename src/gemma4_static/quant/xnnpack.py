@@ -34,8 +34,10 @@ QUANTIZED_STAGES = ("DecoderLayer", "PerLayerInputs", "VisionEncoder")  # the st
 
 
 class XnnpackQuantization:
-    """The PT2E state of one scheme across a runtime's stage programs: the inputs each stage recorded
-    (per stage and signature) and each calibrated stage's observer states."""
+    """The PT2E state of one scheme across a runtime's programs (its stage programs, or its one
+    program and the vision stage's): the inputs each recorded (per stage or program, and signature
+    or method) and each calibrated one's observer states. Before :meth:`calibrate`, lowering a
+    program is a ``ValueError``."""
 
     def __init__(self, scheme: Scheme) -> None:
         if scheme.name not in XNNPACK_SCHEMES:
