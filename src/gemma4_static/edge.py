@@ -180,7 +180,7 @@ class EdgeStage:
 
     def programs(self) -> list[LoweredProgram]:
         """Every program lowered for this stage so far."""
-        return [program for (weights, _), (_, program) in _PROGRAMS.items() if weights == self.weights]
+        return [program for (weights, *_), (_, program) in _PROGRAMS.items() if weights == self.weights]
 
 
 def runs_on_npu(stage: nn.Module) -> bool:
