@@ -54,7 +54,10 @@ OPT_IN_LANES = {
         "self_test",
         "the fault self-test: each catalogued porting bug injected, verify must catch it",
     ),
-    "--gemma4-executorch": ("executorch", "the ExecuTorch lane: every stage lowered with XNNPACK, float and a8w8, about 30 min"),
+    "--gemma4-executorch": (
+        "executorch",
+        "the ExecuTorch lane: every stage lowered with XNNPACK, float and a8w8, about 30 min",
+    ),
     "--gemma4-numerics": (
         "numerics",
         "the E2B geometry's bf16, fp16 and integer profiles against HF in float64, porting bugs the "
