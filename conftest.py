@@ -4,6 +4,8 @@ profiles, the opt-in real checkpoint, and a terminal summary of builds and measu
 from __future__ import annotations
 
 import os
+import sys
+from unittest import mock
 
 # Offline always: set before transformers is imported anywhere in the test session.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -186,6 +188,40 @@ def reuse_session_models(monkeypatch: pytest.MonkeyPatch, request: pytest.Fixtur
 
     session_model.unpatched = build
     monkeypatch.setattr(models, "build_default_model", session_model)
+
+
+def leaked_substitutes() -> list[str]:
+    """Names in the library's modules (and on its classes) bound to a test's substitute: a mock, or a
+    function or class defined in a test module. A patch undone by its test leaves none; a module
+    imported *while* a name was patched keeps the substitute it imported (``from x import name``)."""
+    leaked = []
+    for module_name, module in list(sys.modules.items()):
+        if not module_name.startswith("gemma4_static") or module is None:
+            continue
+        owners = [(module_name, vars(module))]
+        owners += [
+            (f"{module_name}.{name}", vars(value))
+            for name, value in vars(module).items()
+            if isinstance(value, type) and value.__module__ == module_name
+        ]
+        for owner, namespace in owners:
+            for name, value in list(namespace.items()):
+                defined_in = getattr(value, "__module__", None) if callable(value) else None
+                from_a_test = isinstance(defined_in, str) and defined_in.split(".")[0] in ("tests", "conftest")
+                if isinstance(value, mock.NonCallableMock) or from_a_test:
+                    leaked.append(f"{owner}.{name} = {value!r}")
+    return leaked
+
+
+@pytest.fixture(autouse=True)
+def _no_substitute_outlives_its_test():
+    """Every test ends with the library as it found it: a patch that outlived its test made the default
+    suite flaky once (a CLI test's mock, imported by a module loaded during the patch, later met by
+    another test, depending on the order and on what hypothesis drew)."""
+    yield
+    leaked = leaked_substitutes()
+    if leaked:
+        pytest.fail(f"a test's substitute outlived it: {leaked[:3]}", pytrace=False)
 
 
 @pytest.fixture(autouse=True)

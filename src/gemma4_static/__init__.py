@@ -6,6 +6,13 @@ Layers, each importing only those below it (an import contract in the suite enfo
 <- ``oracle`` (HF as the reference, the parity checks, verify) <- ``cli``.
 """
 
+from importlib import metadata as _metadata
+
+try:
+    __version__ = _metadata.version("gemma4-static")
+except _metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+source"
+
 from .cpu.layout import StaticLayout
 from .cpu.masks import (
     build_chunk_bool_masks,

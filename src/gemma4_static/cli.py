@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -55,6 +58,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gemma4-static", description="Static-shape Gemma 4 runtime tools.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     verify = commands.add_parser("verify", help="check every runtime stage against HF transformers")
     verify.add_argument(
@@ -137,6 +141,9 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--fault", action="append", metavar="NAME", help="with --self-test: only this catalogued fault (repeatable)"
     )
+    verify.add_argument(
+        "--quiet", action="store_true", help="no progress on stderr (also off when stderr is not a terminal)"
+    )
     kernels = commands.add_parser("kernels", help="the CPU kernel sets verify and the tests run under")
     kernels.add_argument("--env", metavar="NAME", help="print NAME's variables as KEY=VALUE lines (exit 1 if not here)")
     export = commands.add_parser("export", help="export every NPU stage of an embedded model at static shapes")
@@ -151,6 +158,32 @@ def _parser() -> argparse.ArgumentParser:
         "the cache as inputs (stages, for NPUs that hold the cache outside); pt2: stages only",
     )
     return parser
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+@contextlib.contextmanager
+def progress(quiet: bool) -> Iterator[None]:
+    """The library's progress messages (building a port, prefills, lowering programs) on stderr while
+    a command runs, when stderr is a terminal and ``quiet`` is off."""
+    if quiet or not sys.stderr.isatty():
+        yield
+        return
+    logger = logging.getLogger("gemma4_static")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("  .. %(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,4 +215,5 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    return run_verify(args)
+    with progress(args.quiet):
+        return run_verify(args)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +29,7 @@ from .npu.delegable import LOWERING_DECOMPOSITIONS
 BACKENDS = ("torch", "executorch", "executorch-stages")
 
 DELEGATE_CALL = "executorch_call_delegate"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,8 @@ def lower(
     from executorch.runtime import Runtime
 
     tensors, spec, fixed = _tensors(args)
+    log.info("lowering %s %s with XNNPACK", type(module).__name__, [tuple(tensor.shape) for tensor in tensors])
+    started = time.perf_counter()
     example = tuple(tensor.contiguous() for tensor in tensors)  # programs take dense inputs
     exported = export_for_lowering(_FlatInputs(module, spec, fixed), example)
     if quantize is not None:
@@ -120,6 +125,7 @@ def lower(
     portable = tuple(sorted({t for t in targets if DELEGATE_CALL not in t and "getitem" not in t}))
     buffer = edge.to_executorch().buffer
     method = Runtime.get().load_program(buffer).load_method("forward")
+    log.info("lowered %s in %.1f s", type(module).__name__, time.perf_counter() - started)
     return LoweredProgram(buffer, method, exported.call_spec.out_spec, delegated, portable)
 
 

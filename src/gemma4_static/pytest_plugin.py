@@ -7,16 +7,21 @@ verification flow (``gemma4-static verify``), against HF. A test fails on the gr
 row (data-flow order, so where the port first diverges), is skipped with the reasons when the port
 exposes nothing the group checks, and is an expected failure with the port's own reason when every
 failing row is a divergence the port documents (:meth:`~gemma4_static.ports.base.Gemma4Port.explain`).
-Each model and its session are built once per process (per xdist worker).
+Each model and its session are built once per process (per xdist worker), and their ports closed at
+the end. Green must mean something was compared: each test reports the stages it compared, and the
+session fails (exit code 5, one line saying what is missing) when, for a model, the minimum of
+:data:`~gemma4_static.oracle.checks.verdict.MINIMUM` was not compared, even with every test skipped.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 MODELS = ("tiny", "e2b-vision", "e2b-geometry")
+DEFAULT_MODELS = ("tiny", "e2b-geometry")
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -44,7 +49,7 @@ def pytest_collection(session: pytest.Session) -> bool | None:
         return None
     from .oracle.flow.verify import CHECKS
 
-    models = config.getoption("--gemma4-model") or ["tiny", "e2b-geometry"]
+    models = config.getoption("--gemma4-model") or list(DEFAULT_MODELS)
     dtype = config.getoption("--gemma4-dtype")
     items = [
         PortCheck.from_parent(session, name=f"{port}[{model}-{dtype}]::{group}", spec=(port, model, dtype, group))
@@ -76,25 +81,28 @@ def port_session(port: str, model: str, dtype: str) -> Any:
 
 
 def judge(rows: list[Any], port: Any) -> None:
-    """A group's outcome from its rows: ``AssertionError`` naming the first failing row; an expected
-    failure when the port explains every failing row; a skip when every row is skipped."""
+    """A group's outcome from its rows (statuses already set, XFAIL where the port documents a
+    failure): ``AssertionError`` naming the first failing row; an expected failure when every failure
+    is documented; a skip when nothing was compared (every row skipped, or measured only)."""
     from .oracle.checks.report import format_row
 
-    failed = [row for row in rows if not row.passed]
+    failed = [row for row in rows if row.failed]
     if failed:
-        message = f"{len(failed)} of {len(rows)} rows failed; first: {format_row(failed[0])}"
-        reasons = [port.explain(row) for row in failed]
-        if all(reasons):
-            pytest.xfail(f"{port.name} documents it: {reasons[0]} ({message})")
-        raise AssertionError(message)
-    if rows and all(row.skipped for row in rows):
-        pytest.skip("; ".join(sorted({row.skipped for row in rows})))
+        raise AssertionError(f"{len(failed)} of {len(rows)} rows failed; first: {format_row(failed[0])}")
+    documented = [row for row in rows if row.status == "XFAIL"]
+    if documented:
+        pytest.xfail(f"{port.name} documents it: {documented[0].expected} ({format_row(documented[0])})")
+    if not any(row.compared for row in rows):
+        reasons = sorted({row.skipped for row in rows if row.skipped}) or ["only measured, nothing gated"]
+        pytest.skip("; ".join(reasons))
 
 
-def check_group(port: str, model: str, dtype: str, group: str) -> list[Any]:
+def check_group(
+    port: str, model: str, dtype: str, group: str, on_rows: Callable[[list[Any]], None] | None = None
+) -> list[Any]:
     """Run check ``group`` (a name of the verify flow's ``CHECKS``) of ``port`` on embedded ``model``
-    in ``dtype``, :func:`judge` its rows and return them: a test body, for this plugin and for a
-    suite's own lane."""
+    in ``dtype``, :func:`judge` its rows and return them (``on_rows`` sees them before the judgement):
+    a test body, for this plugin and for a suite's own lane."""
     import torch
 
     from .oracle.flow.verify import run_group
@@ -102,10 +110,15 @@ def check_group(port: str, model: str, dtype: str, group: str) -> list[Any]:
     session = port_session(port, model, dtype)
     with torch.no_grad():
         rows = run_group(session, group)
+    if on_rows is not None:
+        on_rows(rows)
     if not rows:
         pytest.skip(f"check group {group!r} has no rows on {model}: the model lacks what it checks")
     judge(rows, session.port)
     return rows
+
+
+COMPARED = "gemma4_compared"  # the user property of a test: (model, the stages it compared)
 
 
 class PortCheck(pytest.Item):
@@ -116,7 +129,13 @@ class PortCheck(pytest.Item):
         self.spec = spec
 
     def runtest(self) -> None:
-        check_group(*self.spec)
+        port, model, dtype, group = self.spec
+
+        def record(rows: list[Any]) -> None:  # before the judgement: skipped and failed tests report too
+            stages = sorted({row.stage for row in rows if row.compared})
+            self.user_properties.append((COMPARED, (model, stages)))
+
+        check_group(port, model, dtype, group, on_rows=record)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, AssertionError):
@@ -125,3 +144,47 @@ class PortCheck(pytest.Item):
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, self.name
+
+
+_compared: dict[str, set[str]] = {}  # per model, the stages compared (on the controller under xdist)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, value in report.user_properties:
+        if name == COMPARED:
+            model, stages = value
+            _compared.setdefault(model, set()).update(stages)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Close the ports this process built; fail a ``--gemma4-port`` session whose models lack the
+    minimum comparisons (exit code 5, as pytest's "no tests"), whatever else passed."""
+    for built in _sessions.values():
+        built.close()
+    _sessions.clear()
+    if not session.config.getoption("--gemma4-port") or hasattr(session.config, "workerinput"):
+        return
+    lacking = _lacking(session.config)
+    if lacking and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def _lacking(config: pytest.Config) -> dict[str, list[str]]:
+    """Per model of the session, the stages of the minimum nothing compared."""
+    from .oracle.checks.verdict import MINIMUM
+
+    models = config.getoption("--gemma4-model") or list(DEFAULT_MODELS)
+    lacking = {model: [stage for stage in MINIMUM if stage not in _compared.get(model, set())] for model in models}
+    return {model: missing for model, missing in lacking.items() if missing}
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if not config.getoption("--gemma4-port") or hasattr(config, "workerinput"):
+        return
+    port = config.getoption("--gemma4-port")
+    for model, missing in _lacking(config).items():
+        terminalreporter.write_line(
+            f"gemma4: nothing compared for port {port} on {model}: {' and '.join(missing)} not compared "
+            "(a port that exposes nothing is not green)",
+            red=True,
+        )

@@ -126,7 +126,7 @@ def test_a_shifted_mask_from_the_glue_fails_the_executorch_rows(text_setup, tiny
     monkeypatch.setattr(LayerStack, "cache_masks", shifted)
     tokens = torch.randint(3, 400, (2, 4), generator=torch.Generator().manual_seed(3))
     rows = parity.decode_rows(tiny_model, StaticRuntimePort.around(runtime, tiny_model.config), prompt, tokens, FP32)
-    assert not all(row.passed for row in rows)
+    assert any(row.failed for row in rows)
 
 
 def test_every_layer_output_of_the_program_matches_hf(runtimes, text_prompt_near_window, tiny_model, report):

@@ -162,7 +162,7 @@ def test_routing_ties_are_pinned_and_decided_disagreements_fail(tester_model):
     assert ledger.matched == 1 and len(ledger.decided) == 1 and not ledger.ties
     assert f"layer 0 token {position}" in ledger.decided[0]
     rows = ledger.rows()
-    assert not rows[0].passed and rows[1].passed
+    assert rows[0].failed and not rows[1].failed
 
     tied = RoutingLedger()
     tied.ours[(0, keys[position])] = ledger.ours[(0, keys[position])]

@@ -58,7 +58,7 @@ def test_a_mask_value_of_minus_one_fails_the_gates(tiny_model):
     """-1 leaves masked keys about e^-1 of an allowed key's weight: the soft tokens (padded patches
     leak into the vision encoder), the mask-value row and the hidden states fail."""
     rows = run_verification(tiny_model, dtype=torch.bfloat16, export=False, checks=NUMERIC_CHECKS, mask_value=-1.0)
-    failed = {(row.stage, row.metric) for row in rows if not row.passed}
+    failed = {(row.stage, row.metric) for row in rows if row.failed}
     assert {("vision prefill", "SQNR dB"), ("mask value", "masked weight bound")} <= failed
     assert {("decoder layers", "SQNR dB"), ("prefill logits", "SQNR dB")} <= failed
 
@@ -68,7 +68,7 @@ def test_a_rope_shift_fails_the_gates(tiny_model):
     """A uniform shift cancels in q.k, but the RoPE rows and the cached K (stored rotated) see it."""
     with faults_named(["rope-positions-from-one"])[0].injected():
         rows = run_verification(tiny_model, dtype=torch.float16, export=False, checks=NUMERIC_CHECKS)
-    failed = {(row.stage, row.check.split(" of ")[0]) for row in rows if not row.passed}
+    failed = {(row.stage, row.check.split(" of ")[0]) for row in rows if row.failed}
     assert ("RoPE", "full_attention float16") in failed and ("KV cache", "K") in failed
 
 
@@ -80,7 +80,7 @@ def test_a_porting_bug_flips_decided_bf16_tokens(tiny_model, fault, report):
     fault-free run decides the same rows and agrees on all (``test_tiny_profiles_pass_their_gates``)."""
     with faults_named([fault])[0].injected():
         rows = run_verification(tiny_model, dtype=torch.bfloat16, export=False, checks=("layers", "decode"))
-    flips = [row for row in rows if row.metric == "top-1 disagreements" and not row.passed]
+    flips = [row for row in rows if row.metric == "top-1 disagreements" and row.failed]
     assert flips, [format_row(row) for row in rows if row.metric == "top-1 disagreements"]
     report(f"bf16 {fault}: " + "; ".join(f"{row.stage} {row.value:g} ({row.check})" for row in flips))
 
@@ -144,7 +144,7 @@ def test_overflow_report_names_the_first_overflowing_layer(tiny_model, monkeypat
     printed = capsys.readouterr().out
     assert "verify: first overflow in float16: layer 3 [first: layer 3 up_proj, headroom" in printed
     rows = run_verification(model, dtype=torch.float16, export=False, checks=("overflow",))
-    failed = [row for row in rows if not row.passed]
+    failed = [row for row in rows if row.failed]
     assert failed[0].check.startswith("layer 3 [first: layer 3 up_proj")
     print(format_row(failed[0]))
 

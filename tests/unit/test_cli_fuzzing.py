@@ -38,7 +38,7 @@ def bad_parts(draw, tmp: str) -> list[str]:
         return ["--kernel-set", draw(st.sampled_from(["avx3", "", "AVX2", "native ", "default"]))]
     if kind == "json":
         return ["--json", draw(st.sampled_from([tmp, f"{tmp}/no/such/dir/r.json", "/proc/version"]))]
-    return [draw(st.sampled_from(["verify2", "export", "--version", ""]))]
+    return [draw(st.sampled_from(["verify2", "export", "--versions", ""]))]
 
 
 GOOD_PARTS = st.lists(
@@ -57,7 +57,7 @@ def tmp(tmp_path_factory) -> str:
 def test_bad_command_lines_exit_2_with_one_line(tmp, data):
     bad = data.draw(bad_parts(tmp))
     good = [part for parts in data.draw(GOOD_PARTS) for part in parts]
-    argv = bad if bad[0] in ("verify2", "export", "--version", "") else ["verify", *good, *bad]
+    argv = bad if bad[0] in ("verify2", "export", "--versions", "") else ["verify", *good, *bad]
     stderr = io.StringIO()
     never_verify = mock.patch.object(verify, "run_verification", side_effect=AssertionError(f"{argv} was valid"))
     with never_verify, contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):

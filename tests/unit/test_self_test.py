@@ -34,8 +34,8 @@ def test_each_fault_is_caught(request, name, report):
 def test_a_fault_leaves_nothing_behind(tiny_model):
     """After a fault's block the runtime is itself again (patches undone, cached tables dropped)."""
     with faults_named(["sliding-window-off-by-one"])[0].injected():
-        assert not all(row.passed for row in run_verification(tiny_model, export=False, checks=("prefill-masks",)))
-    assert all(row.passed for row in run_verification(tiny_model, export=False, checks=("prefill-masks", "decode")))
+        assert any(row.failed for row in run_verification(tiny_model, export=False, checks=("prefill-masks",)))
+    assert not any(row.failed for row in run_verification(tiny_model, export=False, checks=("prefill-masks", "decode")))
 
 
 def test_self_test_fails_when_the_catching_check_is_removed(capsys):

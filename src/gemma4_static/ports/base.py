@@ -17,6 +17,12 @@ passed. Conventions (the same as HF's, so no check converts):
 A port is built by a factory ``factory(model, setup) -> Gemma4Port`` from an HF Gemma 4 model (the
 weights to load, with the port's own converter) and a :class:`PortSetup` (the static sizes the
 checks need); :mod:`.registry` finds factories by name or ``module:factory``.
+
+Lifecycle. The suite builds a port several times, once per setup it needs (see :class:`PortSetup`),
+and reads its :class:`PortLimits` from the *built* port (so a factory function works as well as a
+class). Each :meth:`Gemma4Port.prefill` starts a new conversation (whatever the port's cache held
+before is forgotten; a check shows it), :meth:`Gemma4Port.decode` continues the latest one, and
+:meth:`Gemma4Port.close` is called once the suite is done with a port (release a device there).
 """
 
 from __future__ import annotations
@@ -35,7 +41,15 @@ class NotExposed(Exception):
 class PortSetup:
     """The static sizes a check asks a port for: batch, static length, the image slots ``((start,
     tokens), ...)`` (image ``i`` of a row fills ``[start, start + tokens)`` of slot ``i``) and a
-    prefill chunk length."""
+    prefill chunk length.
+
+    The setups the suite asks for, each capped at ``limits.max_seq`` and built within ``limits``:
+    the sample setup (the sample prompt, ``W + 3`` tokens in one row or two ragged rows, with two
+    images per row where the port takes images, plus the decode steps: every check of the prefill,
+    the decode steps and generation), first built as one unpadded text row when the factory declares
+    no limits (then again if the built port's limits ask for another prompt); the RoPE setup
+    (``max_seq`` = 4100, batch 1); the chunked-prefill setup (chunks of ``W + 1`` over a prompt of
+    ``2W + 3`` tokens)."""
 
     max_seq: int
     batch_size: int = 1
@@ -43,11 +57,16 @@ class PortSetup:
     prefill_chunk: int | None = None
 
 
+PADDING_SIDES = ("right", "left", None)
+
+
 @dataclass(frozen=True)
 class PortLimits:
-    """What a port accepts: the largest batch (``None``: any), its padding side (``"right"``, or
-    ``None`` for no padding at all: every row as long as the longest), the largest ``max_seq``, the
-    dtypes it runs, whether it takes images (and needs one), and whether it prefills in chunks."""
+    """What a port accepts: the largest batch (``None``: any), its padding side (``"right"``,
+    ``"left"`` as HF's ``padding_side="left"`` for batched generation, or ``None`` for no padding at
+    all: every row as long as the longest), the largest ``max_seq`` (every setup the suite asks for
+    stays within it), the dtypes it runs, whether it takes images (and needs one in every prompt),
+    and whether it prefills in chunks."""
 
     max_batch: int | None = None
     padding_side: str | None = "right"
@@ -56,6 +75,21 @@ class PortLimits:
     images: bool = False
     needs_image: bool = False
     chunked_prefill: bool = False
+
+    def __post_init__(self) -> None:
+        if self.padding_side not in PADDING_SIDES:
+            raise ValueError(f"padding_side must be one of {PADDING_SIDES}, got {self.padding_side!r}")
+        for name in ("max_batch", "max_seq"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+        if self.needs_image and not self.images:
+            raise ValueError("needs_image=True needs images=True: a port that needs an image takes images")
+
+    @property
+    def single_row(self) -> bool:
+        """Whether the port takes one row at a time (batch 1, or no padding to make rows one length)."""
+        return self.max_batch == 1 or self.padding_side is None
 
 
 @dataclass(frozen=True)
@@ -83,6 +117,10 @@ class Gemma4Port:
     version = ""
     limits = PortLimits()
     pad_token_id: int | None = None  # what generate writes after a row's EOS
+
+    def close(self) -> None:
+        """Called once the suite is done with this port (release a device or a process here); by
+        default nothing."""
 
     def explain(self, row: Any) -> str | None:
         """The port's own documented reason for a failing report row (a known divergence, shown as

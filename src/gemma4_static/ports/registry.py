@@ -14,7 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .base import Gemma4Port, PortSetup
+from .base import Gemma4Port, PortLimits, PortSetup
 
 Factory = Callable[[Any, PortSetup], Gemma4Port]
 
@@ -68,3 +68,10 @@ def build_port(name: str, model: Any, setup: PortSetup) -> Gemma4Port:
     if not isinstance(port, Gemma4Port):
         raise ValueError(f"port {name!r} returned {type(port).__name__}, not a Gemma4Port")
     return port
+
+
+def declared_limits(factory: Factory) -> PortLimits | None:
+    """The limits a factory declares before it is called (a port class's ``limits``, or a ``limits``
+    attribute of a factory function), or ``None``: then they are read from the port it builds."""
+    limits = getattr(factory, "limits", None)
+    return limits if isinstance(limits, PortLimits) else None

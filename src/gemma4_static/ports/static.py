@@ -4,11 +4,11 @@ its exported stages, its cache layout)."""
 
 from __future__ import annotations
 
-from importlib import metadata
 from typing import Any
 
 import torch
 
+from .. import __version__
 from ..cpu.masks import build_prefill_bool_masks
 from ..cpu.rope import build_rope
 from ..runtime import StaticGemma4Runtime
@@ -23,13 +23,6 @@ def prefill_masks_of(config: Any) -> Any:
 def rope_of(config: Any) -> Any:
     """This project's RoPE tables for ``config``: ``(position_ids, dtype) -> {layer_type: (cos, sin)}``."""
     return lambda position_ids, dtype: build_rope(config, position_ids, dtype=dtype)
-
-
-def _version() -> str:
-    try:
-        return metadata.version("gemma4-static")
-    except metadata.PackageNotFoundError:
-        return "source tree"
 
 
 class StaticRuntimePort(Gemma4Port):
@@ -52,7 +45,7 @@ class StaticRuntimePort(Gemma4Port):
         mask_value: float | None = None,
         quant: str | None = None,
     ) -> None:
-        self.version = _version()
+        self.version = __version__
         self.runtime = StaticGemma4Runtime(
             model,
             max_seq=setup.max_seq,
@@ -69,7 +62,7 @@ class StaticRuntimePort(Gemma4Port):
     def around(cls, runtime: StaticGemma4Runtime, config: Any) -> StaticRuntimePort:
         """A port around an existing runtime (built for a model whose HF config is ``config``)."""
         port = cls.__new__(cls)
-        port.version, port.runtime, port.config = _version(), runtime, config
+        port.version, port.runtime, port.config = __version__, runtime, config
         return port
 
     def prefill_masks(

@@ -189,7 +189,7 @@ def decode_rows(model: Any, port: Gemma4Port, prompt: Prompt, tokens: torch.Tens
     rows = []
     for row, (mine, theirs) in enumerate(zip(ours, reference, strict=True)):
         logits = stage_row("decode steps", f"row {row} logits", mine, theirs, dtype)
-        if not logits.passed and mine.shape == theirs.shape:  # name the first step beyond tolerance
+        if logits.failed and mine.shape == theirs.shape:  # name the first step beyond tolerance
             step = int(((mine - theirs).abs().amax(dim=-1) > logits.tolerance).float().argmax())
             logits = dataclasses.replace(logits, check=f"{logits.check} [first: step {step}]")
         rows += [logits, *_argmax_rows("decode steps", f"row {row} argmax", mine, theirs, lambda step: f"step {step}")]

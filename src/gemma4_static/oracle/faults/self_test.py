@@ -13,7 +13,7 @@ import torch
 
 from ...program import fresh_programs
 from ..checks.report import Row
-from ..flow.session import raised_in
+from ..flow.port_calls import raised_in
 from ..flow.verify import CHECKS, run_verification
 from .catalogue import CATALOGUE, faults_named
 from .faults import Fault
@@ -87,7 +87,7 @@ def run_fault(
             return FaultResult(
                 fault, error=f"{type(error).__name__} in {where}: {error}", oracle_crashed=where == "oracle"
             )
-    return FaultResult(fault, failed=tuple(row for row in rows if not row.passed))
+    return FaultResult(fault, failed=tuple(row for row in rows if row.failed))
 
 
 def format_result(result: FaultResult) -> str:
@@ -134,7 +134,7 @@ def self_test_command(
         quant=quant,
         on_result=lambda result: print(format_result(result), flush=True),
     )
-    broken = [row for row in baseline if not row.passed]
+    broken = [row for row in baseline if row.failed]
     broken_checks = [result.fault.name for result in results if result.oracle_crashed]
     missed = [result.fault.name for result in results if not result.passed and not result.oracle_crashed]
     caught = sum(result.caught for result in results)

@@ -7,8 +7,7 @@ from typing import Any
 
 import torch
 
-from ...ports.base import PortLimits
-from ...ports.registry import DEFAULT_PORT, port_factory
+from ...ports.registry import DEFAULT_PORT, declared_limits, port_factory
 from ...quant import Scheme, XnnpackQuantization, parse_scheme
 from ..numerics.gates import GATES, quant_gate
 
@@ -27,8 +26,8 @@ def checked_profile(model: Any, dtype: torch.dtype, quant: str | None, backend: 
             "yet: in bf16 HF's own top-k differs from float64's on about half the tokens (51% on the 26B-A4B geometry, "
             "from layer 0), which gates on stage errors cannot judge; use float32"
         )
-    limits = getattr(port_factory(port), "limits", PortLimits())
-    if dtype not in limits.dtypes:
+    limits = declared_limits(port_factory(port))  # else checked on the port built (open_session)
+    if limits is not None and dtype not in limits.dtypes:
         raise ValueError(f"port {port!r} runs {[str(d).removeprefix('torch.') for d in limits.dtypes]}, not {dtype}")
     return scheme
 

@@ -10,30 +10,31 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import traceback
-from collections.abc import Callable, Iterable
+import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from ...ports.base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
-from ...ports.registry import DEFAULT_PORT, port_factory
+from ...ports.base import Gemma4Port, NotExposed, PortPrefill, PortSetup
+from ...ports.registry import DEFAULT_PORT, declared_limits, port_factory
 from ...ports.static import StaticRuntimePort
 from ...quant import QuantProfile, XnnpackQuantization
 from ...runtime import PrefillOutputs, StaticGemma4Runtime
 from ...spec import read_text_config
-from ..checks.report import Row, skip_row
 from ..checks.routing import RoutingLedger
 from ..numerics.gates import GATES, Gate, quant_gate
 from ..numerics.overflow import recorded_ranges
 from ..numerics.quantized import CALIBRATION_SEEDS, calibrated_hf
 from ..references.hf import hf_prefill
-from ..references.samples import Prompt, image_prompt, text_prompt
+from ..references.samples import Prompt
+from .port_calls import make_port, port_prefill
 from .profiles import checked_profile
+from .sample_plan import ONE_ROW, sample_plan, sample_prompt
 
 LAYER_GROUP = 5  # the report shows decoder layers in groups of one 4:1 period
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -45,7 +46,7 @@ class Session:
     model: Any
     dtype: torch.dtype
     steps: int
-    prompt: Prompt
+    prompt: Prompt  # right-padded, as HF runs it
     port: Gemma4Port
     prefilled: PortPrefill | Exception
     theirs: Any
@@ -57,6 +58,11 @@ class Session:
     routing: RoutingLedger | None = None
     hf_model: Any = None  # HF in the profile: the same dtype, or quantized in the same scheme
     quant: QuantProfile | XnnpackQuantization | None = None  # an integer profile: the runtime's calibrated one
+
+    @property
+    def port_prompt(self) -> Prompt:
+        """The sample prompt as the port takes it (left-padded for a port whose limits say so)."""
+        return self.prompt.padded(self.port.limits.padding_side)
 
     @property
     def low_precision(self) -> bool:
@@ -123,77 +129,31 @@ class Session:
         runtime's PyTorch stages in float32: :mod:`..checks.routing`; nothing otherwise)."""
         return contextlib.nullcontext() if self.routing is None else self.routing.active(self.model)
 
-    def build_port(self, setup: PortSetup) -> Gemma4Port:
-        """Another instance of the port under test (e.g. with a prefill chunk), on the session's model
-        (in an integer profile: quantized with the session's calibrated ranges)."""
+    def capped(self, max_seq: int) -> int:
+        """``max_seq`` within the port's own ``limits.max_seq``."""
+        cap = self.port.limits.max_seq
+        return max_seq if cap is None else min(max_seq, cap)
+
+    @contextlib.contextmanager
+    def built(self, setup: PortSetup) -> Iterator[Gemma4Port]:
+        """Another instance of the port under test for ``setup`` (e.g. with a prefill chunk) while the
+        block runs, closed after it; on the session's model (in an integer profile: quantized with
+        the session's calibrated ranges). ``NotExposed`` when ``setup`` exceeds the port's limits."""
+        limits = self.port.limits
+        if limits.max_seq is not None and setup.max_seq > limits.max_seq:
+            raise NotExposed(f"{self.port.name} takes max_seq up to {limits.max_seq}; this check needs {setup.max_seq}")
         quant = None if self.quant is None else self.quant.scheme.name
         port = make_port(self.port_name, self.model, setup, backend=self.backend, quant=quant)
-        if self.quant is not None:
-            port.runtime.quantization.adopt(self.quant)
-        return port
+        try:
+            if self.quant is not None:
+                port.runtime.quantization.adopt(self.quant)
+            yield port
+        finally:
+            port.close()
 
-
-def guarded(stage: str, check: str, rows: Callable[[], Iterable[Row]]) -> list[Row]:
-    """The rows of one check; one SKIP row with the reason when the port cannot answer it; one FAIL
-    row naming the error when the port raises (an error of the checks themselves propagates)."""
-    try:
-        return list(rows())
-    except NotExposed as reason:
-        return [skip_row(stage, check, str(reason))]
-    except Exception as error:
-        if raised_in(error) == "oracle":
-            raise
-        where = traceback.extract_tb(error.__traceback__)[-1]
-        raised = f"{type(error).__name__}: {error} ({Path(where.filename).name}:{where.lineno})"
-        return [Row(stage, f"{check}: the port raised", "errors", 1, 0, detail=raised)]
-
-
-def raised_in(error: BaseException) -> str:
-    """``"oracle"`` when the innermost frame of this package that raised lies in the oracle (a broken
-    check, which must never count as a finding about the port), else ``"port"`` (the runtime, a port
-    adapter or the code it drives)."""
-    package = Path(__file__).resolve().parents[2]
-    innermost = "port"
-    for frame, _ in traceback.walk_tb(error.__traceback__):
-        path = Path(frame.f_code.co_filename).resolve()
-        if path.is_relative_to(package):
-            innermost = "oracle" if path.is_relative_to(package / "oracle") else "port"
-    return innermost
-
-
-def make_port(
-    name: str,
-    model: Any,
-    setup: PortSetup,
-    *,
-    backend: str = "torch",
-    mask_value: float | None = None,
-    quant: str | None = None,
-) -> Gemma4Port:
-    """Port ``name`` built for ``setup``; the runtime's own options (``backend``, ``mask_value``,
-    ``quant``) only for this project's runtime (a ``ValueError`` for another port)."""
-    factory = port_factory(name)
-    if factory is StaticRuntimePort:
-        return StaticRuntimePort(model, setup, backend=backend, mask_value=mask_value, quant=quant)
-    if backend != "torch" or mask_value is not None or quant is not None:
-        raise ValueError(f"backend and mask_value are options of the gemma4-static runtime, not of port {name!r}")
-    port = factory(model, setup)
-    if not isinstance(port, Gemma4Port):
-        raise ValueError(f"port {name!r} returned {type(port).__name__}, not a Gemma4Port")
-    return port
-
-
-SECOND_IMAGE = ((2, (40, 72), 70),)  # an image of another size mid-prompt: two image slots per row
-
-
-def sample_prompt(config: Any, limits: PortLimits, *, seed: int = 0) -> Prompt:
-    """The sample prompt a port with ``limits`` takes (see the module docstring); another ``seed``
-    gives the same shape and image slots with other content."""
-    window = read_text_config(config).sliding_window
-    single = limits.max_batch == 1 or limits.padding_side is None
-    if limits.images and getattr(config, "vision_config", None) is not None:
-        return image_prompt(config, text_after=[6] if single else [6, 2], then=SECOND_IMAGE, seed=seed)
-    return text_prompt(config, [window + 3] if single else [window + 3, window // 2], seed=seed)
+    def close(self) -> None:
+        """Done with the port under test: :meth:`~gemma4_static.ports.base.Gemma4Port.close`."""
+        self.port.close()
 
 
 def open_session(
@@ -208,26 +168,51 @@ def open_session(
     quant: str | None = None,
 ) -> Session:
     """Prepare a verification run of ``port`` (a built-in name or ``module:factory``): the sample
-    prompt it takes, the port sized for it plus ``steps`` decode steps, and both prefills. With
-    ``quant`` (a scheme of :data:`~gemma4_static.quant.SCHEMES`) this runtime and HF run in that
-    integer profile, calibrated on :data:`..numerics.quantized.CALIBRATION_SEEDS` sample prompts."""
+    prompt it takes, the port sized for it plus ``steps`` decode steps, and both prefills. The port's
+    limits are read from the port built (:func:`declared_limits` first, where the factory declares
+    them; else from a port built for one unpadded text row, built again if its limits ask for another
+    prompt). With ``quant`` (a scheme of :data:`~gemma4_static.quant.SCHEMES`) this runtime and HF run
+    in that integer profile, calibrated on :data:`..numerics.quantized.CALIBRATION_SEEDS` sample prompts."""
     scheme = checked_profile(model, dtype, quant, backend, port)
-    limits = getattr(port_factory(port), "limits", PortLimits())
     float32 = dtype == torch.float32 and scheme is None
     reference_model = None if float32 else copy.deepcopy(model).double()
     model = model if dtype == torch.float32 else copy.deepcopy(model).to(dtype)
     window = read_text_config(model.config).sliding_window
-    steps = steps if steps is not None else min(2 * window + 3, 24)
-    prompt = sample_prompt(model.config, limits)
-    needed = prompt.input_ids.shape[1] + steps + 1
-    max_seq = needed if max_seq is None else max_seq
-    if max_seq < needed:
-        raise ValueError(f"max_seq must be at least {needed} for this prompt and {steps} steps, got {max_seq}")
-    setup = PortSetup(max_seq, prompt.input_ids.shape[0], prompt.image_slots)
-    under_test = make_port(port, model, setup, backend=backend, mask_value=mask_value, quant=quant)
+    wanted = steps if steps is not None else min(2 * window + 3, 24)
+    limits = declared_limits(port_factory(port)) or ONE_ROW
+    plan = sample_plan(model.config, limits, wanted, max_seq)
+    under_test = make_port(port, model, plan[2], backend=backend, mask_value=mask_value, quant=quant)
+    try:
+        own = sample_plan(model.config, under_test.limits, wanted, max_seq)
+        if own[1:] != plan[1:]:  # its own limits ask for another prompt or setup
+            plan = own
+            under_test.close()
+            under_test = make_port(port, model, plan[2], backend=backend, mask_value=mask_value, quant=quant)
+        if dtype not in under_test.limits.dtypes:
+            names = [str(name).removeprefix("torch.") for name in under_test.limits.dtypes]
+            raise ValueError(f"port {port!r} runs {names}, not {dtype}")
+        return _prepared(under_test, model, dtype, plan, port, backend, scheme, reference_model)
+    except BaseException:
+        under_test.close()
+        raise
+
+
+def _prepared(
+    under_test: Gemma4Port,
+    model: Any,
+    dtype: torch.dtype,
+    plan: tuple[Prompt, int, PortSetup],
+    port: str,
+    backend: str,
+    scheme: Any,
+    reference_model: Any,
+) -> Session:
+    """The session of a built port: calibrated for an integer profile, both prefills run."""
+    prompt, steps, _ = plan
     session = Session(model, dtype, steps, prompt, under_test, PortPrefill(torch.empty(0)), None, port, backend)
     session.hf_model = model
     if scheme is not None:
+        limits = under_test.limits
         calibration = [sample_prompt(model.config, limits, seed=seed) for seed in CALIBRATION_SEEDS]
         runtime = under_test.runtime
         runtime.calibrate(lambda: [under_test.prefill(prompt, keep_intermediates=True) for prompt in calibration])
@@ -236,14 +221,11 @@ def open_session(
     moe = model.config.get_text_config().enable_moe_block
     if moe and session.is_runtime and backend == "torch" and dtype == torch.float32:
         session.routing = RoutingLedger()
+    log.info("prefilling the sample prompt (%d x %d tokens) on %s", *prompt.input_ids.shape, under_test.name)
     with session.recording(), session.routing_active():
-        try:
-            session.prefilled = under_test.prefill(prompt, keep_intermediates=True)
-        except Exception as error:
-            if raised_in(error) == "oracle":
-                raise
-            session.prefilled = error
+        session.prefilled = port_prefill(under_test, session.port_prompt, keep_intermediates=True)
     session.reference_model = reference_model
+    log.info("prefilling the sample prompt on HF%s", "" if reference_model is None else " and HF float64")
     session.reference = None if reference_model is None else hf_prefill(reference_model, prompt)
     with session.routing_active():
         session.theirs = hf_prefill(session.hf_model, prompt)

@@ -9,6 +9,7 @@ mask value, overflow hooks, exported stages): for another port they are one SKIP
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -16,76 +17,26 @@ import torch
 from ...export import stage_cases
 from ...ports.base import PortSetup
 from ...ports.registry import DEFAULT_PORT
-from ..checks import parity, parity_vision, tolerances
-from ..checks.report import Row, merge, skip_row
+from ..checks import parity, tolerances
+from ..checks.report import Row, explained, merge, skip_row
+from ..checks.verdict import Verdict
 from ..numerics import overflow, parity_numerics
-from . import verify_numerics
-from .session import LAYER_GROUP, Session, guarded, open_session
+from . import verify_inputs, verify_numerics
+from .port_calls import guarded
+from .session import LAYER_GROUP, Session, open_session
 from .verify_masks import chunk_mask_rows, decode_mask_rows, prefill_mask_rows, vision_mask_rows
 from .verify_steps import chunked_prefill_rows, decode_rows
 
 
-def input_rows(session: Session) -> Iterator[Row]:
-    """Static inputs, token embedding, PLE, vision prefill and fusion vs what HF computes."""
-    if session.low_precision:
-        yield from verify_numerics.input_rows(session)
-        return
-    prompt, model, dtype = session.prompt, session.model, session.dtype
-    ids = parity.llm_input_ids(prompt, model)
-    yield from guarded(
-        "static inputs",
-        "ids, valid mask, lengths, image slot",
-        lambda: [parity.static_input_row(prompt, session.runtime_outputs, session.runtime.spec)],
-    )
-    yield from guarded(
-        "token embedding", "vs get_input_embeddings", lambda: [parity.embedding_row(model, session.port, ids)]
-    )
-    if not session.has_per_layer_inputs:
-        yield skip_row("PLE", "vs project_per_layer_inputs", "the model has no per-layer embeddings")
-    else:
-        yield from guarded(
-            "PLE",
-            "vs project_per_layer_inputs",
-            lambda: [
-                parity.ple_row(
-                    model,
-                    ids,
-                    session.exposed(session.ours.hidden_states, "hidden states")[0],
-                    session.exposed(session.ours.per_layer_inputs, "per-layer inputs"),
-                    dtype,
-                )
-            ],
-        )
-    if prompt.pixel_values is None:
-        return
-    yield from guarded("vision prefill", "sub-stages of this runtime's vision stage", lambda: vision_rows(session))
-    yield from guarded(
-        "vision prefill",
-        "soft tokens",
-        lambda: [parity.vision_row(model, prompt, session.exposed(session.ours.soft_tokens, "soft tokens"), dtype)],
-    )
-    yield from guarded("fusion", "vs masked_scatter", lambda: [parity.fusion_row(session.runtime_outputs)])
-
-
-def vision_rows(session: Session) -> Iterator[Row]:
-    """This runtime's vision stage sub-stage by sub-stage on the sample images (encoder layers merged)."""
-    prompt, (profile, *_) = session.prompt, session.runtime.layout.vision_profiles
-    ids, dtype = prompt.image_position_ids, session.dtype
-    yield from parity_vision.vision_input_rows(session.model, ids, profile=profile, dtype=dtype)
-    rows = parity_vision.vision_stage_rows(session.model, prompt.pixel_values, ids, profile=profile, dtype=dtype)
-    layers = [row for row in rows if row.check.startswith("encoder layer")]
-    yield rows[0]
-    yield merge(layers, "vision prefill", f"encoder layers 0-{len(layers) - 1} hidden states")
-    yield from rows[len(layers) + 1 :]
-
-
 def rope_rows(session: Session) -> Iterator[Row]:
-    """The port's RoPE per layer type and dtype vs ``Gemma4TextRotaryEmbedding``, positions ``[0, 4100)``."""
-    positions = torch.arange(tolerances.ROPE_POSITIONS)[None]
-    port = session.build_port(PortSetup(tolerances.ROPE_POSITIONS))  # a static port's tables are max_seq long
-    for dtype in tolerances.ROPE:
-        rows = lambda dtype=dtype: parity.rope_rows(session.config, port.rope, positions, dtype)  # noqa: E731
-        yield from guarded("RoPE", str(dtype).removeprefix("torch."), rows)
+    """The port's RoPE per layer type and dtype vs ``Gemma4TextRotaryEmbedding``, positions ``[0, 4100)``
+    (up to the port's ``max_seq``)."""
+    length = session.capped(tolerances.ROPE_POSITIONS)
+    positions = torch.arange(length)[None]
+    with session.built(PortSetup(length)) as port:  # a static port's tables are max_seq long
+        for dtype in tolerances.ROPE:
+            rows = lambda dtype=dtype: parity.rope_rows(session.config, port.rope, positions, dtype)  # noqa: E731
+            yield from guarded("RoPE", str(dtype).removeprefix("torch."), rows)
 
 
 def layer_rows(session: Session) -> Iterator[Row]:
@@ -157,7 +108,7 @@ def routing_rows(session: Session) -> Iterator[Row]:
 # Every check group by name, in data-flow order (``verify --without NAME`` leaves one out), and
 # whether it reads this project's runtime itself (then another port gets one SKIP row for it).
 CHECKS: dict[str, tuple[Callable[[Session], Iterator[Row]], bool]] = {
-    "inputs": (input_rows, False),
+    "inputs": (verify_inputs.input_rows, False),
     "prefill-masks": (prefill_mask_rows, False),
     "decode-masks": (decode_mask_rows, True),
     "chunk-masks": (chunk_mask_rows, True),
@@ -173,8 +124,21 @@ CHECKS: dict[str, tuple[Callable[[Session], Iterator[Row]], bool]] = {
 }
 
 
+@dataclass(frozen=True)
+class Verification:
+    """A finished verification: its rows (in data-flow order, each tagged with its check group), the
+    verdict over them, and what the report names about the run (port, model, profile, backend, kernels)."""
+
+    rows: list[Row]
+    verdict: Verdict
+    port_name: str
+    port_version: str
+    profile: str
+    backend: str
+
+
 @torch.no_grad()
-def run_verification(
+def verify(
     model: Any,
     *,
     dtype: torch.dtype = torch.float32,
@@ -187,12 +151,12 @@ def run_verification(
     port: str = DEFAULT_PORT,
     quant: str | None = None,
     on_row: Callable[[Row], None] = lambda row: None,
-) -> list[Row]:
+) -> Verification:
     """Run the ``checks`` (names of :data:`CHECKS`; ``export`` only with ``export=True``) on ``model``
     (an HF Gemma 4 model) in the profile ``dtype`` against ``port`` (a built-in name or
     ``module:factory``; this project's runtime on ``backend`` with forbidden keys at ``mask_value``
     by default; with ``quant`` in that integer scheme, :func:`.session.open_session`); ``on_row`` sees
-    each row as it finishes."""
+    each row as it finishes. Every port the run builds is closed when it is done."""
     unknown = sorted(set(checks) - set(CHECKS))
     if unknown:
         raise ValueError(f"checks has unknown names {unknown}; expected some of {list(CHECKS)}")
@@ -207,24 +171,36 @@ def run_verification(
         quant=quant,
     )
     rows = []
-    for name in CHECKS:
-        if name not in checks or (name == "export" and not export):
-            continue
-        for row in run_group(session, name):
-            on_row(row)
-            rows.append(row)
-    return rows
+    try:
+        for name in CHECKS:
+            if name not in checks or (name == "export" and not export):
+                continue
+            for row in run_group(session, name):
+                on_row(row)
+                rows.append(row)
+    finally:
+        session.close()
+    num_layers = session.config.get_text_config().num_hidden_layers
+    layers = any(row.stage == "decoder layers" and row.compared for row in rows)
+    verdict = Verdict.of(rows, num_layers=num_layers, layers_compared=num_layers if layers else 0)
+    profile = str(dtype).removeprefix("torch.") if quant is None else f"{quant} over float32"
+    return Verification(rows, verdict, session.port.name, str(session.port.version or ""), profile, backend)
+
+
+def run_verification(model: Any, **options: Any) -> list[Row]:
+    """The rows of :func:`verify` (same options)."""
+    return verify(model, **options).rows
 
 
 def run_group(session: Session, name: str) -> list[Row]:
     """The rows of check group ``name`` (:data:`CHECKS`) on an open session (one SKIP row for a
-    runtime-only group on another port)."""
+    runtime-only group on another port), each tagged with the group, a failure the port documents
+    (:meth:`~gemma4_static.ports.base.Gemma4Port.explain`) marked XFAIL with its reason."""
     stage, runtime_only = CHECKS[name]
     if runtime_only and not session.is_runtime:
-        return [
-            skip_row(
-                name, "runtime internals", f"reads this project's runtime itself; {session.port.name} is another port"
-            )
-        ]
-    with session.routing_active():
-        return guarded(name, "the rest of this group", lambda: stage(session))
+        reason = f"reads this project's runtime itself; {session.port.name} is another port"
+        rows = [skip_row(name, "runtime internals", reason)]
+    else:
+        with session.routing_active():
+            rows = guarded(name, "the rest of this group", lambda: stage(session))
+    return [replace(explained(row, session.port.explain), group=name) for row in rows]

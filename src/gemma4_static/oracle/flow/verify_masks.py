@@ -29,15 +29,17 @@ def prefill_mask_rows(session: Session) -> Iterator[Row]:
         for padding in paddings
     ]
     # a port sized for the longest layout (a static port's masks are as long as its max_seq)
-    port = session.build_port(PortSetup(max(case.shape[1] for case in cases), max(batches)))
-    for attn_implementation in ATTN_IMPLEMENTATIONS:
-        rows = [
-            row
-            for valid in cases
-            for row in parity_masks.prefill_mask_rows(session.config, valid, attn_implementation, port.prefill_masks)
-        ]
-        suffix = f"({len(cases)} layouts)"
-        yield from merge_by(rows, lambda row, suffix=suffix: f"{row.check} {suffix}")
+    with session.built(PortSetup(max(case.shape[1] for case in cases), max(batches))) as port:
+        for attn_implementation in ATTN_IMPLEMENTATIONS:
+            rows = [
+                row
+                for valid in cases
+                for row in parity_masks.prefill_mask_rows(
+                    session.config, valid, attn_implementation, port.prefill_masks
+                )
+            ]
+            suffix = f"({len(cases)} layouts)"
+            yield from merge_by(rows, lambda row, suffix=suffix: f"{row.check} {suffix}")
 
 
 def decode_mask_rows(session: Session) -> Iterator[Row]:

@@ -143,7 +143,7 @@ def decode_rows(session: Session, tokens: torch.Tensor) -> Iterator[Row]:
         "decode steps", check, *flat, gate, lambda index: f"row {index // steps} step {index % steps}"
     )
     with session.recording():
-        generated = session.port.generate(prompt, max_new_tokens=steps)
+        generated = session.port.generate(session.port_prompt, max_new_tokens=steps)
     hf_tokens = hf_generate(session.hf_model, prompt, max_new_tokens=steps, eos_token_id=None)
     tokens, logits = hf_greedy(session.reference_model, prompt, max_new_tokens=steps, eos_token_id=None)
     bound = gate.token_bound(logits.flatten(0, 1)).view(tokens.shape)

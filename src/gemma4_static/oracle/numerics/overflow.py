@@ -83,6 +83,6 @@ def overflow_rows(ranges: dict[str, float], dtype: torch.dtype) -> list[Row]:
     rows = []
     for group, members in groups.items():
         worst = max(members, key=lambda row: row.value)
-        label = worst.check if worst.passed else group
+        label = worst.check if not worst.failed else group
         rows.append(merge(members, "overflow", label))
     return rows
