@@ -32,6 +32,8 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
+pytest_plugins = ("pytester",)  # the plugin's own session, run in-process (tests/unit/test_verdict.py)
+
 MODEL_PARAMS = ("tiny", "e2b-geometry", "checkpoint")
 CHECKPOINT_ENV = "GEMMA4_CHECKPOINT"
 

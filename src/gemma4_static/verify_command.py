@@ -9,6 +9,7 @@ import os
 import sys
 import time
 import traceback
+from typing import TextIO
 
 import torch
 
@@ -20,6 +21,11 @@ from .oracle.flow.port_calls import PortRaised
 from .oracle.flow.sample_plan import SEEDS
 from .oracle.numerics.kernel_sets import active_kernels
 from .oracle.references import checkpoints, models  # looked up per call: tests substitute their builders
+
+
+def colour_on(stream: TextIO) -> bool:
+    """Whether to paint FAIL rows: on a terminal, unless ``NO_COLOR`` is set (no-color.org)."""
+    return stream.isatty() and "NO_COLOR" not in os.environ
 
 
 def _usage(message: object) -> int:
@@ -68,7 +74,7 @@ def _report(args: argparse.Namespace, model: object, name: str, checks: tuple[st
     kernels = active_kernels()
     profile = args.dtype if args.quant is None else f"{args.quant} over float32"
     print(f"gemma4-static verify: {name} ({type(model).__name__}, {profile}; port {args.port}; {kernels})", flush=True)
-    colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    colour = colour_on(sys.stdout)
     first_failure = [True]
 
     def show(row: Row) -> None:

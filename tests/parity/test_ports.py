@@ -6,7 +6,6 @@ one stage broken; and the pytest plugin from the built wheel in a fresh venv, ou
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import torch
 from gemma4_static import cli
 from gemma4_static.oracle.flow.verify import CHECKS
 from gemma4_static.pytest_plugin import check_group, port_session
+from tests.reports import read_report
 
 pytestmark = pytest.mark.ports
 
@@ -102,12 +102,12 @@ def test_readme_adapter_with_one_stage_broken_fails_exactly_that_stage(tmp_path,
     monkeypatch.syspath_prepend(str(tmp_path))
     report = tmp_path / "report.json"
     assert cli.main(["verify", "--port", f"{tmp_path / 'my_port.py'}:MyPort", "--json", str(report)]) == 0
-    rows = json.loads(report.read_text())["rows"]
+    rows = read_report(report)["rows"]
     assert {row["stage"] for row in rows if row["status"] == "PASS"} >= {"RoPE", "prefill logits", "decode steps"}
     capsys.readouterr()
 
     assert cli.main(["verify", "--port", "broken_port:FullRopeOffByOne", "--json", str(report)]) == 1
-    rows = json.loads(report.read_text())["rows"]
+    rows = read_report(report)["rows"]
     failed = [row for row in rows if row["status"] == "FAIL"]
     assert {row["stage"] for row in failed} == {"RoPE"}
     assert all(row["check"].startswith("full_attention") for row in failed)

@@ -4,8 +4,6 @@ fail the a16w8 gates; the sensitivity sweep ranks the groups and draws its chart
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from PIL import Image, ImageStat
 
@@ -16,6 +14,7 @@ from gemma4_static.oracle.faults.self_test import run_fault
 from gemma4_static.oracle.flow.sensitivity import run_sensitivity
 from gemma4_static.oracle.flow.verify import run_verification
 from gemma4_static.quant import SCHEMES
+from tests.reports import read_report
 
 # every check group of a profile run that depends on the numbers (masks are checked exactly in fp32)
 NUMERIC_CHECKS = ("inputs", "mask-value", "layers", "chunked-prefill", "decode", "overflow")
@@ -82,7 +81,7 @@ def test_sensitivity_table_json_and_chart(tmp_path, capsys):
     assert cli.main([*argv, "--without", "rope", "--without", "chunked-prefill", "--without", "decode"]) == 0
     out = capsys.readouterr().out
     assert "only: one group quantized, the rest float (ranked by KL)" in out and "every group quantized but one" in out
-    section = json.loads(report_path.read_text())["sensitivity"]
+    section = read_report(report_path)["sensitivity"]
     only, all_but = section["ranked"]["only"], section["ranked"]["all but"]
     groups = {result["group"] for result in only}
     assert groups == {result["group"] for result in all_but} and {"PLE", "vision", "layer 0", "q_proj"} <= groups

@@ -13,6 +13,7 @@ from gemma4_static import cli, export_command
 from gemma4_static.cpu import vision as cpu_vision
 from gemma4_static.cpu.rope import build_rope
 from gemma4_static.ports import static as static_port
+from tests.reports import read_report
 
 pytestmark = pytest.mark.usefixtures("reuse_session_models")  # the command gets the session's models
 
@@ -22,7 +23,7 @@ def test_verify_passes_on_the_default_model_and_writes_json(tmp_path, capsys):
     assert cli.main(["verify", "--json", str(report_path)]) == 0
     printed = capsys.readouterr().out
     assert "FAIL  " not in printed and printed.rstrip().splitlines()[-1].startswith("verify: ")
-    report = json.loads(report_path.read_text())
+    report = read_report(report_path)
     assert report["model"] == "tiny" and report["passed"] is True
     stages = {row["stage"] for row in report["rows"]}
     assert stages == {
@@ -79,7 +80,7 @@ def test_rope_off_by_one_position_fails_its_rows(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(static_port, "build_rope", shifted)
     report_path = tmp_path / "report.json"
     assert cli.main(["verify", "--no-export", "--json", str(report_path)]) == 1
-    rows = json.loads(report_path.read_text())["rows"]
+    rows = read_report(report_path)["rows"]
     failed = {row["stage"] for row in rows if row["status"] == "FAIL"}
     assert failed == {"RoPE"}
     marked = [line for line in capsys.readouterr().out.splitlines() if line.endswith("<- first divergence")]
@@ -96,7 +97,7 @@ def test_low_precision_profiles_report_metrics_against_float64(dtype, tmp_path):
     report_path = tmp_path / "report.json"
     argv = ["verify", "--dtype", dtype, "--no-export", "--steps", "4", "--json", str(report_path)]
     assert cli.main(argv) == 0
-    rows = json.loads(report_path.read_text())["rows"]
+    rows = read_report(report_path)["rows"]
     metrics = {row["metric"] for row in rows if row["stage"] == "prefill logits"}
     assert metrics == {"SQNR dB", "cosine", "max abs error", "PEIR", "smallest gap (ulps)", *TOKEN_METRICS}
     sqnr = [row for row in rows if row["metric"] == "SQNR dB"]
@@ -201,7 +202,7 @@ def test_vision_rope_off_by_one_position_fails_the_vision_rope_rows(monkeypatch,
     monkeypatch.setattr(cpu_vision, "vision_rope", lambda spec, positions, dtype: original(spec, positions + 1, dtype))
     report_path = tmp_path / "report.json"
     assert cli.main(["verify", "--no-export", "--json", str(report_path)]) == 1
-    failed = {row["check"] for row in json.loads(report_path.read_text())["rows"] if row["status"] == "FAIL"}
+    failed = {row["check"] for row in read_report(report_path)["rows"] if row["status"] == "FAIL"}
     assert failed == {"2-D RoPE cos vs Gemma4VisionRotaryEmbedding", "2-D RoPE sin vs Gemma4VisionRotaryEmbedding"}
 
 

@@ -32,6 +32,8 @@ from typing import Any
 
 import torch
 
+from .prompt import Prompt
+
 
 class NotExposed(Exception):
     """A stage the port does not expose; the message says why (shown beside the skipped check)."""
@@ -130,7 +132,7 @@ class Gemma4Port:
     def _missing(self, stage: str) -> NotExposed:
         return NotExposed(f"{self.name} does not expose {stage}")
 
-    def _one_text_row(self, prompt: Any) -> torch.Tensor:
+    def _one_text_row(self, prompt: Prompt) -> torch.Tensor:
         """``prompt.input_ids (1, S)`` of a port that takes one unpadded row of text; ``NotExposed``
         for anything else."""
         if prompt.input_ids.shape[0] != 1 or not bool(prompt.attention_mask.bool().all()):
@@ -153,16 +155,17 @@ class Gemma4Port:
         """The scaled token embedding ``(B, S, H)`` of ``input_ids (B, S)``."""
         raise self._missing("the token embedding")
 
-    def prefill(self, prompt: Any, *, keep_intermediates: bool = False) -> PortPrefill:
-        """Prefill a sample prompt (``input_ids``, ``attention_mask``, optional ``pixel_values`` and
-        ``image_position_ids``); with ``keep_intermediates`` also what :class:`PortPrefill` may hold."""
+    def prefill(self, prompt: Prompt, *, keep_intermediates: bool = False) -> PortPrefill:
+        """Prefill ``prompt`` (:class:`~.prompt.Prompt`: ``input_ids``, ``attention_mask``, optional
+        ``pixel_values`` and ``image_position_ids``, padded on the side ``limits.padding_side`` names),
+        starting a new conversation; with ``keep_intermediates`` also what :class:`PortPrefill` may hold."""
         raise self._missing("prefill")
 
     def decode(self, next_ids: torch.Tensor) -> torch.Tensor:
         """One token per row ``(B, 1)`` after the prefill, each row at its next position: ``(B, vocab)``."""
         raise self._missing("a decode step")
 
-    def generate(self, prompt: Any, *, max_new_tokens: int, eos_token_id: int | None = None) -> torch.Tensor:
+    def generate(self, prompt: Prompt, *, max_new_tokens: int, eos_token_id: int | None = None) -> torch.Tensor:
         """Greedy generation: the new tokens ``(B, max_new_tokens)``, the pad id after a row's EOS.
         By default the greedy loop of HF's ``generate`` over this port's own :meth:`prefill` and
         :meth:`decode` (a port with its own loop overrides it)."""

@@ -25,6 +25,7 @@ from ..spec import read_text_config, text_module
 from .base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
 from .checkpoint_layout import save_released_layout
 from .hooks import captured_layers, captured_output
+from .prompt import Prompt
 
 
 def executorch_config(model: Any, max_seq: int) -> Any:
@@ -155,7 +156,7 @@ class ExecuTorchGemma4Port(Gemma4Port):
         self.position = 0
 
     @torch.no_grad()
-    def prefill(self, prompt: Any, *, keep_intermediates: bool = False) -> PortPrefill:
+    def prefill(self, prompt: Prompt, *, keep_intermediates: bool = False) -> PortPrefill:
         """The prompt in one call, or in chunks of ``setup.prefill_chunk`` at their positions (its
         cache carries the earlier chunks); intermediates of a single call only."""
         ids = self._one_text_row(prompt)

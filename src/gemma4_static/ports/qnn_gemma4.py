@@ -33,6 +33,7 @@ from ..spec import text_module
 from .base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
 from .checkpoint_layout import save_released_layout
 from .executorch_gemma4 import executorch_config, quiet_converter
+from .prompt import Prompt
 
 LLAMA_PACKAGE = "executorch.examples.qualcomm.oss_scripts.llama"
 
@@ -197,7 +198,7 @@ class QnnGemma4Port(Gemma4Port):
         decoder = self.programs[1].model.self_decoder
         return decoder.embed_tokens(input_ids) * decoder.embed_scale
 
-    def prefill(self, prompt: Any, *, keep_intermediates: bool = False) -> PortPrefill:
+    def prefill(self, prompt: Prompt, *, keep_intermediates: bool = False) -> PortPrefill:
         """Chunks of ``ar_len`` through the prefill program; no intermediates (its programs return
         only the logits and the new K/V)."""
         ids = self._one_text_row(prompt)

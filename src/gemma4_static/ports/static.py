@@ -13,6 +13,7 @@ from ..cpu.masks import build_prefill_bool_masks
 from ..cpu.rope import build_rope
 from ..runtime import StaticGemma4Runtime
 from .base import Gemma4Port, PortLimits, PortPrefill, PortSetup
+from .prompt import Prompt
 
 
 def prefill_masks_of(config: Any) -> Any:
@@ -76,7 +77,7 @@ class StaticRuntimePort(Gemma4Port):
     def token_embedding(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.runtime.stages.embedding(input_ids)
 
-    def prefill(self, prompt: Any, *, keep_intermediates: bool = False) -> PortPrefill:
+    def prefill(self, prompt: Prompt, *, keep_intermediates: bool = False) -> PortPrefill:
         runtime = self.runtime
         inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
         outputs = runtime.prefill_outputs(
@@ -99,7 +100,7 @@ class StaticRuntimePort(Gemma4Port):
     def decode(self, next_ids: torch.Tensor) -> torch.Tensor:
         return self.runtime.decode_one(next_ids)
 
-    def generate(self, prompt: Any, *, max_new_tokens: int, eos_token_id: int | None = None) -> torch.Tensor:
+    def generate(self, prompt: Prompt, *, max_new_tokens: int, eos_token_id: int | None = None) -> torch.Tensor:
         return self.runtime.generate(
             prompt.input_ids,
             prompt.attention_mask,

@@ -1,0 +1,67 @@
+"""Adapters of the kinds a team writes, for the verdict's tests: a port that exposes nothing, a
+logits-only port (prefill and decode over this runtime), a batch-1 port built by a plain function,
+and ports that raise in their factory or in a stage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gemma4_static import StaticGemma4Runtime
+from gemma4_static.ports import Gemma4Port, PortLimits, PortPrefill, PortSetup
+
+
+class NothingPort(Gemma4Port):
+    """Every stage raises ``NotExposed`` (the base class's default)."""
+
+    name = "nothing"
+
+    def __init__(self, model: Any, setup: PortSetup) -> None:
+        self.setup = setup
+
+
+class LogitsOnlyPort(Gemma4Port):
+    """Prefill logits and decode steps over this project's runtime, nothing else; batch 1, unpadded
+    (its limits are its class's, the only thing the suite may read before building it)."""
+
+    name = "logits only"
+    limits = PortLimits(max_batch=1, padding_side=None)
+
+    def __init__(self, model: Any, setup: PortSetup) -> None:
+        if setup.batch_size != 1:
+            raise ValueError(f"{self.name} takes batch 1, got {setup}")
+        self.setup = setup
+        self.runtime = StaticGemma4Runtime(model, max_seq=setup.max_seq, batch_size=1)
+        self.pad_token_id = model.config.get_text_config().pad_token_id
+
+    def prefill(self, prompt: Any, *, keep_intermediates: bool = False) -> PortPrefill:
+        return PortPrefill(self.runtime.prefill(self._one_text_row(prompt)))
+
+    def decode(self, next_ids: Any) -> Any:
+        return self.runtime.decode_one(next_ids)
+
+
+class _UndeclaredOneRow(LogitsOnlyPort):
+    name = "batch-1 port from a function"
+    limits = PortLimits(max_batch=1, padding_side=None)
+
+
+def batch_one_port(model: Any, setup: PortSetup) -> Gemma4Port:
+    """A plain function: the suite cannot read limits before calling it (it has none), so it must
+    build the port for one unpadded row and read the built port's limits."""
+    return _UndeclaredOneRow(model, setup)
+
+
+def raising_factory(model: Any, setup: PortSetup) -> Gemma4Port:
+    raise ValueError("this port's weights do not load: no such tensor 'model.layers.0.q_proj.weight'")
+
+
+class DecodeRaisesPort(LogitsOnlyPort):
+    """Its decode raises from deep inside its own code."""
+
+    name = "decode raises"
+
+    def decode(self, next_ids: Any) -> Any:
+        return self._kernel(next_ids)
+
+    def _kernel(self, next_ids: Any) -> Any:
+        raise RuntimeError("NPU kernel 'attention_decode' failed with status 0x12")
