@@ -187,15 +187,22 @@ class CacheProgram:
         inputs: StaticInputs,
         fused: torch.Tensor | None,
         blocks: torch.Tensor | None,
+        chunks: list[int],
         states: list[torch.Tensor] | None = None,
+        chunk_ends: list[torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """Logits ``(B, vocab)`` at each row's last valid token; the program's cache holds the prompt.
-        With ``states``, the traced program also runs the prompt and collects every layer's output."""
+        """Logits ``(B, vocab)`` at each row's last valid token after calls of the ``prefill`` method
+        over ``chunks`` (each at most the method's length, padded to it); the program's cache holds the
+        prompt. With ``states``, the traced program also runs the prompt and collects every layer's
+        output; ``chunk_ends`` collects each call's logits."""
+        longest = max(chunks)
+        if longest > self.chunk:
+            method = f"the prefill method's {self.chunk} (backend 'executorch')"
+            raise ValueError(f"schedule: a chunk of {longest} tokens exceeds {method}")
+        run = functools.partial(prefill_logits, self.stack, inputs=inputs, chunks=chunks, fused=fused, blocks=blocks)
         if states is not None:
-            traced = self.methods(trace=True)["prefill"]
-            prefill_logits(self.stack, _copied(traced), inputs, self.chunk, fused=fused, blocks=blocks, states=states)
-        method = self.methods()["prefill"]
-        return prefill_logits(self.stack, _copied(method, first=True), inputs, self.chunk, fused=fused, blocks=blocks)
+            run(_copied(self.methods(trace=True)["prefill"]), tokens=self.chunk, states=states)
+        return run(_copied(self.methods()["prefill"], first=True), tokens=self.chunk, chunk_ends=chunk_ends)
 
     def decode(self, next_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Logits ``(B, vocab)`` for one token per row ``(B, 1)`` at ``positions (B, 1)``."""

@@ -13,6 +13,7 @@ import torch
 
 from .cpu.inputs import StaticInputs
 from .cpu.layout import StaticLayout
+from .cpu.schedule import chunk_starts
 from .stack import LayerStack
 
 PREFILL_TOKENS = 256  # the prefill method's length without a prefill_chunk, where it tiles the layout
@@ -71,30 +72,35 @@ def step_inputs(
 def prefill_logits(
     stack: LayerStack,
     step: Callable[..., Any],
-    inputs: StaticInputs,
-    chunk: int,
     *,
+    inputs: StaticInputs,
+    chunks: list[int],
+    tokens: int,
     fused: torch.Tensor | None = None,
     blocks: torch.Tensor | None = None,
     states: list[torch.Tensor] | None = None,
+    chunk_ends: list[torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """``(B, vocab)``: each row's logits at its last valid token after feeding ``inputs`` (laid out at
-    ``(B, max_seq)``) to ``step`` in calls of ``chunk`` tokens (``step(*step_inputs(...))``: a program's
-    ``prefill`` method, or a :class:`CachedStack` itself). ``fused (B, max_seq, H)``: the embeddings
-    with the images' soft tokens in their slots (taken where ``inputs.mm_token_type_ids`` is set).
-    With ``states`` (a traced ``step`` returning ``(logits, (L + 1, B, C, H))``) it collects each
-    layer's input and output over the chunks, ``(B, max_seq, H)`` each."""
-    lengths = inputs.valid_length
+    ``(B, max_seq)``) to ``step`` in ``chunks`` (lengths in order), each call ``tokens`` long (a shorter
+    chunk padded: its padding is kept out of the cache and its queries' outputs are dropped;
+    ``step(*step_inputs(...))``: a program's ``prefill`` method, or a :class:`CachedStack` itself).
+    ``fused (B, max_seq, H)``: the embeddings with the images' soft tokens in their slots (taken where
+    ``inputs.mm_token_type_ids`` is set). With ``states`` (a traced ``step`` returning ``(logits, (L +
+    1, B, C, H))``) it collects each layer's input and output over the chunks, ``(B, max_seq, H)``
+    each; ``chunk_ends`` collects each call's logits (each row's at its last token in the call)."""
+    lengths, max_seq = inputs.valid_length, stack.layout.max_seq
     embedded = inputs.mm_token_type_ids.bool() if fused is not None else None
     logits, traced = None, []
-    for start in range(0, int(lengths.max()), chunk):
-        span = slice(start, start + chunk)
-        positions = torch.arange(start, start + chunk).expand(len(lengths), -1)
+    for start, chunk in zip(chunk_starts(chunks), chunks, strict=True):
+        span = torch.arange(start, start + tokens).clamp(max=max_seq - 1)  # a padded call's tail repeats a slot
+        keep = inputs.valid[:, span] & (torch.arange(tokens) < chunk)
+        positions = torch.arange(start, start + tokens).clamp(max=max_seq - 1).expand(len(lengths), -1)
         args = step_inputs(
             stack,
             inputs.input_ids[:, span],
             positions,
-            inputs.valid[:, span],
+            keep,
             embeddings=None if fused is None else fused[:, span],
             embedded=None if embedded is None else embedded[:, span],
             blocks=blocks,
@@ -102,13 +108,15 @@ def prefill_logits(
         out = step(*args)
         if states is not None:
             out, chunk_states = out
-            traced.append(chunk_states)
+            traced.append(chunk_states[:, :, :chunk])
+        if chunk_ends is not None:
+            chunk_ends.append(out)
         logits = torch.zeros_like(out) if logits is None else logits
         ends_here = (lengths > start) & (lengths <= start + chunk)
         logits[ends_here] = out[ends_here]
     if states is not None:
         every = torch.cat(traced, dim=2)
-        padded = every.new_zeros(*every.shape[:2], stack.layout.max_seq, every.shape[-1])
+        padded = every.new_zeros(*every.shape[:2], max_seq, every.shape[-1])
         padded[:, :, : every.shape[2]] = every
         states.extend(padded.unbind(0))
     return logits

@@ -8,7 +8,7 @@ which slots.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,8 +16,10 @@ import torch
 
 from .cpu.cache import StaticKVCache
 from .cpu.checks import mask_fill_value
+from .cpu.greedy import greedy
 from .cpu.inputs import StaticInputs, build_static_inputs, check_eos_token_ids, check_next_ids, llm_ids
 from .cpu.layout import StaticLayout, image_slots_argument, vision_profiles_argument
+from .cpu.schedule import expand_schedule
 from .edge import backend_stages
 from .multimodal import fuse_images
 from .npu.stages import build_stages
@@ -31,7 +33,8 @@ from .stack import LayerStack
 class PrefillOutputs:
     """A prefill's ``logits (B, vocab)`` at each row's last valid token and, with ``keep_intermediates``,
     its stage outputs (``hidden_states``: the embeddings and each layer's output, ``(B, max_seq, H)``;
-    ``soft_tokens``: one ``(tokens, H)`` per image, in the caller's order)."""
+    ``soft_tokens``: one ``(tokens, H)`` per image, in the caller's order; ``chunk_logits``: for a
+    chunked prefill, per chunk each row's logits at its last token so far)."""
 
     logits: torch.Tensor
     inputs: StaticInputs
@@ -39,6 +42,7 @@ class PrefillOutputs:
     per_layer_inputs: torch.Tensor | None = None
     soft_tokens: tuple[torch.Tensor, ...] | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
+    chunk_logits: tuple[torch.Tensor, ...] | None = None  # per chunk, (B, vocab) at each row's last token so far
 
 
 class StaticGemma4Runtime:
@@ -130,10 +134,15 @@ class StaticGemma4Runtime:
         attention_mask: torch.Tensor | None = None,
         pixel_values: torch.Tensor | None = None,
         image_position_ids: torch.Tensor | None = None,
+        *,
+        schedule: Sequence[int] | None = None,
     ) -> torch.Tensor:
-        """Logits ``(B, vocab)`` at each row's last valid token; fills the static cache."""
+        """Logits ``(B, vocab)`` at each row's last valid token; fills the static cache. ``schedule``:
+        the chunk lengths to prefill in, in order (any lengths; the last repeats until the longest row
+        is covered: :mod:`~gemma4_static.cpu.schedule`); by default the layout's ``prefill_chunk``,
+        else one shot."""
         inputs = self.build_inputs(input_ids, attention_mask)
-        return self.prefill_outputs(inputs, pixel_values, image_position_ids).logits
+        return self.prefill_outputs(inputs, pixel_values, image_position_ids, schedule=schedule).logits
 
     @torch.no_grad()
     def prefill_outputs(
@@ -143,11 +152,16 @@ class StaticGemma4Runtime:
         image_position_ids: torch.Tensor | None = None,
         *,
         keep_intermediates: bool = False,
+        schedule: Sequence[int] | None = None,
     ) -> PrefillOutputs:
         """:meth:`prefill` of :meth:`build_inputs`' result, with its intermediate products (see
         :class:`PrefillOutputs`; the per-layer hidden states are kept by a single-shot prefill on the
-        stages, and by any prefill of the one-program form)."""
+        stages, and by any prefill of the one-program form; the chunk-end logits by a chunked one)."""
         stages, program = self.stages, self.program
+        chunks = self.layout.prefill_chunks(schedule, int(inputs.valid_length.max()))
+        if program is not None and chunks is None:
+            chunks = expand_schedule((program.chunk,), int(inputs.valid_length.max()))
+        ends = [] if keep_intermediates and chunks is not None else None
         needs_embeddings = program is None or keep_intermediates or inputs.image_count > 0
         embeddings = stages.embedding(inputs.input_ids) if needs_embeddings else None
         fused, soft_tokens = fuse_images(
@@ -160,10 +174,12 @@ class StaticGemma4Runtime:
         if program is not None:  # the cache-in-program form: every layer's output from its traced twin
             states = [] if keep_intermediates else None
             self.cache.reset(inputs.valid_length)
-            logits = program.prefill(inputs, None if soft_tokens is None else fused, blocks, states)
+            logits = program.prefill(inputs, None if soft_tokens is None else fused, blocks, chunks, states, ends)
         else:
-            states = [fused] if keep_intermediates and self.layout.prefill_chunk is None else None
-            logits = stages.lm_head(self.stack.prefill(fused, per_layer_inputs, inputs, blocks, states))[:, 0]
+            states = [fused] if keep_intermediates and chunks is None else None
+            last = self.stack.prefill(fused, per_layer_inputs, inputs, blocks, states, chunks, ends)
+            logits = stages.lm_head(last)[:, 0]
+            ends = None if ends is None else [stages.lm_head(end)[:, 0] for end in ends]
         self.prefilled = True
         if not keep_intermediates:
             return PrefillOutputs(logits=logits, inputs=inputs)
@@ -174,6 +190,7 @@ class StaticGemma4Runtime:
             per_layer_inputs=per_layer_inputs,
             soft_tokens=soft_tokens,
             hidden_states=None if states is None else tuple(states),
+            chunk_logits=None if ends is None else tuple(ends),
         )
 
     @torch.no_grad()
@@ -224,15 +241,7 @@ class StaticGemma4Runtime:
                 f"prompt length {longest} + max_new_tokens {max_new_tokens} exceeds max_seq={self.layout.max_seq}"
             )
         eos = check_eos_token_ids(eos_token_id, vocab_size=self.spec.vocab_size)
-        pad = self.spec.pad_token_id
         logits = self.prefill_outputs(inputs, pixel_values, image_position_ids).logits
-        tokens = torch.full((self.layout.batch_size, max_new_tokens), pad, dtype=torch.long)
-        finished = torch.zeros(self.layout.batch_size, dtype=torch.bool)
-        for step in range(max_new_tokens):
-            token = torch.where(finished, pad, logits.argmax(dim=-1))
-            tokens[:, step] = token
-            finished |= torch.isin(token, eos)
-            if step + 1 == max_new_tokens or finished.all():
-                break
-            logits = self.decode_one(token[:, None])
-        return tokens
+        return greedy(
+            logits, self.decode_one, max_new_tokens=max_new_tokens, eos=eos, pad_token_id=self.spec.pad_token_id
+        )

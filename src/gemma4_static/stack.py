@@ -76,34 +76,43 @@ class LayerStack:
         inputs: StaticInputs,
         blocks: torch.Tensor | None,
         states: list[torch.Tensor] | None = None,
+        chunks: list[int] | None = None,
+        chunk_ends: list[torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Prefill the ``(B, max_seq, H)`` embeddings over the emptied cache, single shot or in
-        chunks; returns each row's last valid token's output ``(B, 1, H)``. Layers that reuse K/V
-        write nothing, so past the producers only each row's last token runs (as HF's generate
-        does), unless ``states`` collects every layer's output (single-shot prefill only)."""
+        ``chunks`` (lengths in order); returns each row's last valid token's output ``(B, 1, H)``.
+        Layers that reuse K/V write nothing, so past the producers only each row's last token runs (as
+        HF's generate does), unless ``states`` collects every layer's output (single-shot prefill
+        only). ``chunk_ends`` collects, per chunk, each row's output at its last token so far."""
         batch = self.layout.batch_size
         self.cache.reset(inputs.valid_length)
         depth = self.spec.num_layers if states is not None else self.first_reusing_layer
-        if self.layout.prefill_chunk is None:
+        if chunks is None:
             positions = torch.arange(self.layout.max_seq).expand(batch, -1)
             masks = self.own_masks(inputs.valid, blocks)
             hidden = self.run(
                 fused, per_layer_inputs, positions, inputs.valid, masks, range(depth), mode="own", states=states
             )
         else:
-            hidden = self.run_chunks(fused, per_layer_inputs, inputs.valid, blocks, range(depth))
-        rows, last_index = torch.arange(batch), inputs.valid_length - 1
-        last = hidden[rows, last_index][:, None]
+            hidden = self.run_chunks(fused, per_layer_inputs, inputs.valid, blocks, range(depth), chunks, chunk_ends)
         if depth == self.spec.num_layers:
-            return last
+            return hidden[torch.arange(batch), inputs.valid_length - 1][:, None]
+        return self.finish(hidden, per_layer_inputs, inputs.valid_length, blocks)
+
+    def finish(
+        self, hidden: torch.Tensor, per_layer_inputs: torch.Tensor, written: torch.Tensor, blocks: torch.Tensor | None
+    ) -> torch.Tensor:
+        """The layers past the producers at each row's last written token (``written (B,)`` positions
+        in the cache), over the cache as it is: ``(B, 1, H)``."""
+        rows, last_index = torch.arange(self.layout.batch_size), (written - 1).clamp(min=0)
         positions = last_index[:, None]
         return self.run(
-            last,
+            hidden[rows, last_index][:, None],
             per_layer_inputs[rows, last_index][:, None],
             positions,
             torch.zeros_like(positions, dtype=torch.bool),
-            self.cache_masks(positions, inputs.valid_length, blocks),
-            range(depth, self.spec.num_layers),
+            self.cache_masks(positions, written, blocks),
+            range(self.first_reusing_layer, self.spec.num_layers),
             mode="cache",
         )
 
@@ -174,18 +183,26 @@ class LayerStack:
         valid: torch.Tensor,
         blocks: torch.Tensor | None,
         layers: range,
+        chunks: list[int],
+        chunk_ends: list[torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """Prefill ``layers`` (producers only) in chunks of ``prefill_chunk`` tokens over the cache;
-        returns ``(B, max_seq, H)`` (chunks past every prompt are skipped and stay zero)."""
-        chunk, batch = self.layout.prefill_chunk, self.layout.batch_size
+        """Prefill ``layers`` (producers only) in ``chunks`` (lengths in order, covering the longest
+        row) over the cache; returns ``(B, max_seq, H)`` (positions past every chunk stay zero). With
+        ``chunk_ends``, after each chunk the layers past the producers also run at each row's last
+        token so far (:meth:`finish`), collected there ``(B, 1, H)``."""
+        batch, max_seq = self.layout.batch_size, self.layout.max_seq
         hidden = torch.zeros_like(fused)
         lengths = valid.sum(dim=1)
-        for start in range(0, int(lengths.max()), chunk):
-            span = slice(start, start + chunk)
-            positions = torch.arange(start, start + chunk).expand(batch, -1)
-            before, written = lengths.clamp(max=start), lengths.clamp(max=start + chunk)
+        start = 0
+        for chunk in chunks:
+            span = slice(start, min(start + chunk, max_seq))
+            positions = torch.arange(span.start, span.stop).expand(batch, -1)
+            before, written = lengths.clamp(max=start), lengths.clamp(max=span.stop)
             masks = self.cache_masks(positions, written, blocks, before=before)
             hidden[:, span] = self.run(
                 fused[:, span], per_layer_inputs[:, span], positions, valid[:, span], masks, layers, mode="chunk"
             )
+            if chunk_ends is not None:
+                chunk_ends.append(self.finish(hidden, per_layer_inputs, written, blocks))
+            start = span.stop
         return hidden

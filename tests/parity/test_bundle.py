@@ -23,6 +23,7 @@ pytest.importorskip("executorch", reason="the executorch extra is not installed 
 from executorch.runtime import Runtime
 
 from gemma4_static.bundle import export_bundle
+from gemma4_static.cpu.schedule import expand_schedule
 from gemma4_static.oracle.checks import parity, tolerances
 from gemma4_static.oracle.checks.report import assert_rows_pass
 from gemma4_static.oracle.numerics.parity_numerics import greedy_rows
@@ -67,7 +68,9 @@ def test_program_matches_hf_step_by_step(bundle, tiny_model, report):
     inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
     tokens = torch.randint(3, 400, (2, NEW), generator=torch.Generator().manual_seed(6))
     theirs = hf_prefill(tiny_model, prompt).logits[torch.arange(2), prompt.last_index]
-    ours = prefill_logits(runtime.stack, lambda *args: prefill.execute(list(args))[0], inputs, CHUNK)
+    chunks = expand_schedule((CHUNK,), int(inputs.valid_length.max()))
+    step = lambda *args: prefill.execute(list(args))[0]  # noqa: E731
+    ours = prefill_logits(runtime.stack, step, inputs=inputs, chunks=chunks, tokens=CHUNK)
     rows = parity.logits_rows(ours, theirs, torch.float32)
     hf_steps = hf_decode_logits(tiny_model, prompt, tokens)  # (B, NEW, vocab)
     for step in range(NEW):

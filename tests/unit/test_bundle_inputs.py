@@ -14,6 +14,7 @@ import torch
 from gemma4_static import cli
 from gemma4_static.bundle import export_bundle
 from gemma4_static.cpu.layout import StaticLayout
+from gemma4_static.cpu.schedule import expand_schedule
 from gemma4_static.oracle.checks import tolerances
 from gemma4_static.oracle.references.samples import image_prompt, text_prompt
 from gemma4_static.program import cached_stack
@@ -35,7 +36,8 @@ def test_cached_stack_equals_the_runtime(tiny_model, chunk):
     lengths = inputs.valid_length
     expected = runtime.prefill(prompt.input_ids, prompt.attention_mask)
     with torch.no_grad():
-        ours = prefill_logits(runtime.stack, program, inputs, chunk)
+        chunks = expand_schedule((chunk,), int(inputs.valid_length.max()))
+        ours = prefill_logits(runtime.stack, program, inputs=inputs, chunks=chunks, tokens=chunk)
         torch.testing.assert_close(ours, expected, rtol=0, atol=tolerances.relative(torch.float32, expected))
         for step in range(12):
             token = expected.argmax(dim=-1)[:, None]
@@ -61,7 +63,10 @@ def test_cached_stack_takes_images_as_embeddings(tiny_model):
     fused, blocks = outputs.hidden_states[0], runtime.stack.mask_table.vision_blocks(inputs.mm_token_type_ids)
     expected = outputs.logits
     with torch.no_grad():
-        ours = prefill_logits(runtime.stack, program, inputs, max_seq, fused=fused, blocks=blocks)
+        chunks = [int(inputs.valid_length.max())]
+        ours = prefill_logits(
+            runtime.stack, program, inputs=inputs, chunks=chunks, tokens=max_seq, fused=fused, blocks=blocks
+        )
         torch.testing.assert_close(ours, expected, rtol=0, atol=tolerances.relative(torch.float32, expected))
         for step in range(4):
             token = expected.argmax(dim=-1)[:, None]

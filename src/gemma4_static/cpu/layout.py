@@ -3,12 +3,14 @@ profiles, the prefill chunk and the sliding layers' cache form."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .cache import SLIDING_CACHES
 from .checks import positive_int
+from .schedule import expand_schedule
 from .vision import VISION_PROFILES, smallest_profile
 
 
@@ -68,6 +70,25 @@ class StaticLayout:
     def slots_crossing(self, chunk: int) -> list[tuple[int, int]]:
         """The image slots ``(start, tokens)`` that chunks of ``chunk`` tokens would split."""
         return [(first, count) for first, count in self.image_slots if first // chunk != (first + count - 1) // chunk]
+
+    def prefill_chunks(self, schedule: Any, length: int) -> list[int] | None:
+        """The chunk lengths a prefill of ``length`` tokens (the longest row) runs in: ``schedule``
+        expanded (:mod:`.schedule`; ``None``: the layout's ``prefill_chunk``), or ``None`` for a
+        single-shot prefill. ``ValueError`` naming ``schedule`` when a chunk would split an image slot
+        (its tokens attend to each other bidirectionally, which a chunk cannot do across a later one)."""
+        if schedule is None:
+            if self.prefill_chunk is None:
+                return None
+            schedule = (self.prefill_chunk,)
+        chunks = expand_schedule(schedule, length)
+        ends = set(itertools.accumulate(chunks))
+        for first, count in self.image_slots:
+            if any(first < end < first + count for end in ends):
+                raise ValueError(
+                    f"schedule {tuple(schedule)!r} ends a chunk inside the image slot [{first}, {first + count}): "
+                    "an image must lie inside one chunk"
+                )
+        return chunks
 
     @property
     def has_image_slot(self) -> bool:

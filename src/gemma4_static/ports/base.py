@@ -32,6 +32,8 @@ from typing import Any
 
 import torch
 
+from ..cpu.greedy import greedy
+from ..cpu.schedule import expand_schedule
 from .prompt import Prompt
 
 
@@ -42,8 +44,11 @@ class NotExposed(Exception):
 @dataclass(frozen=True)
 class PortSetup:
     """The static sizes a check asks a port for: batch, static length, the image slots ``((start,
-    tokens), ...)`` (image ``i`` of a row fills ``[start, start + tokens)`` of slot ``i``) and a
-    prefill chunk length.
+    tokens), ...)`` (image ``i`` of a row fills ``[start, start + tokens)`` of slot ``i``) and the
+    prefill schedule: the chunk lengths every prefill runs in, in order, the last repeating until the
+    prompt is covered (``(W + 1,)``: chunks of ``W + 1``; ``None``: the port's own policy,
+    :meth:`Gemma4Port.prefill_schedule`). A schedule the suite asks for is one the port's
+    :meth:`PortLimits.refusal` accepts.
 
     The setups the suite asks for, each capped at ``limits.max_seq`` and built within ``limits``:
     the sample setup (the sample prompt, ``W + 3`` tokens in one row or two ragged rows, with two
@@ -51,12 +56,18 @@ class PortSetup:
     the decode steps and generation), first built as one unpadded text row when the factory declares
     no limits (then again if the built port's limits ask for another prompt); the RoPE setup
     (``max_seq`` = 4100, batch 1); the chunked-prefill setup (chunks of ``W + 1`` over a prompt of
-    ``2W + 3`` tokens)."""
+    ``2W + 3`` tokens); the schedules grid and the fuzzer (one ``max_seq`` for a run, a schedule per
+    prefill, within the chunk limits)."""
 
     max_seq: int
     batch_size: int = 1
     image_slots: tuple[tuple[int, int], ...] = ()
-    prefill_chunk: int | None = None
+    prefill_schedule: tuple[int, ...] | None = None
+
+    def chunks(self, length: int) -> list[int] | None:
+        """The chunk lengths a prefill of ``length`` tokens runs in under ``prefill_schedule``
+        (:mod:`~gemma4_static.cpu.schedule`: its last length repeats), or ``None`` (the port's own policy)."""
+        return None if self.prefill_schedule is None else expand_schedule(self.prefill_schedule, length)
 
 
 PADDING_SIDES = ("right", "left", None)
@@ -68,7 +79,11 @@ class PortLimits:
     ``"left"`` as HF's ``padding_side="left"`` for batched generation, or ``None`` for no padding at
     all: every row as long as the longest), the largest ``max_seq`` (every setup the suite asks for
     stays within it), the dtypes it runs, whether it takes images (and needs one in every prompt),
-    and whether it prefills in chunks."""
+    and whether it prefills in chunks. The chunks it accepts: at most ``max_chunk`` tokens a call
+    (``None``: up to ``max_seq``), every chunk but the last at least ``min_chunk`` and a multiple of
+    ``chunk_multiple``; ``fixed_chunk``: its program takes exactly this many tokens a call (the last
+    padded), so every chunk but the last is that long; ``uniform_chunks``: its program's length is set
+    when it is built (from the setup's schedule), so every chunk but the last is one length."""
 
     max_batch: int | None = None
     padding_side: str | None = "right"
@@ -77,16 +92,40 @@ class PortLimits:
     images: bool = False
     needs_image: bool = False
     chunked_prefill: bool = False
+    max_chunk: int | None = None
+    min_chunk: int = 1
+    chunk_multiple: int = 1
+    fixed_chunk: int | None = None
+    uniform_chunks: bool = False
 
     def __post_init__(self) -> None:
         if self.padding_side not in PADDING_SIDES:
             raise ValueError(f"padding_side must be one of {PADDING_SIDES}, got {self.padding_side!r}")
-        for name in ("max_batch", "max_seq"):
+        for name in ("max_batch", "max_seq", "max_chunk", "min_chunk", "chunk_multiple", "fixed_chunk"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ValueError(f"{name} must be a positive int or None, got {value!r}")
         if self.needs_image and not self.images:
             raise ValueError("needs_image=True needs images=True: a port that needs an image takes images")
+
+    def refusal(self, chunks: list[int]) -> str | None:
+        """Why the port cannot prefill in ``chunks`` (lengths in order, the whole prompt), or ``None``."""
+        if len(chunks) > 1 and not self.chunked_prefill:
+            return "it prefills in one call"
+        body, longest = chunks[:-1], max(chunks)
+        if self.max_chunk is not None and longest > self.max_chunk:
+            return f"a chunk of {longest} exceeds its max_chunk {self.max_chunk}"
+        if self.fixed_chunk is not None and longest > self.fixed_chunk:
+            return f"a chunk of {longest} exceeds its fixed chunk {self.fixed_chunk}"
+        if self.fixed_chunk is not None and any(chunk != self.fixed_chunk for chunk in body):
+            return f"its program takes chunks of {self.fixed_chunk}"
+        if self.uniform_chunks and (len(set(body)) > 1 or (body and chunks[-1] > body[0])):
+            return "its chunks are all one length (set when it is built)"
+        if any(chunk < self.min_chunk for chunk in body):
+            return f"a chunk below its min_chunk {self.min_chunk}"
+        if any(chunk % self.chunk_multiple for chunk in body):
+            return f"a chunk that is not a multiple of {self.chunk_multiple}"
+        return None
 
     @property
     def single_row(self) -> bool:
@@ -99,14 +138,17 @@ class PortPrefill:
     """A prefill's results: ``logits (B, vocab)`` at each row's last valid token and, where the port
     exposes them, the embeddings after fusion and each layer's output (``hidden_states``, ``(B, S,
     H)`` each, HF's ``output_hidden_states`` order without the final norm), the per-layer inputs
-    ``(B, S, L, P)``, the soft tokens (one ``(T_i, H)`` per image, in the prompt's order) and every
-    layer's logits ``all_logits (B, S, vocab)``."""
+    ``(B, S, L, P)``, the soft tokens (one ``(T_i, H)`` per image, in the prompt's order), the logits
+    at every position ``all_logits (B, S, vocab)`` and, for a chunked prefill, per chunk ``(B,
+    vocab)`` each row's logits at its last token inside that chunk (``chunk_logits``; a row without a
+    token in a chunk holds anything there)."""
 
     logits: torch.Tensor
     hidden_states: tuple[torch.Tensor, ...] | None = None
     per_layer_inputs: torch.Tensor | None = None
     soft_tokens: tuple[torch.Tensor, ...] | None = None
     all_logits: torch.Tensor | None = None
+    chunk_logits: tuple[torch.Tensor, ...] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -123,6 +165,11 @@ class Gemma4Port:
     def close(self) -> None:
         """Called once the suite is done with this port (release a device or a process here); by
         default nothing."""
+
+    def prefill_schedule(self, length: int) -> list[int]:
+        """The chunk lengths this port's own runner prefills ``length`` tokens in (its policy); by
+        default one call."""
+        return [length]
 
     def explain(self, row: Any) -> str | None:
         """The port's own documented reason for a failing report row (a known divergence, shown as
@@ -171,16 +218,6 @@ class Gemma4Port:
         :meth:`decode` (a port with its own loop overrides it)."""
         if self.pad_token_id is None:
             raise self._missing("greedy generation (no pad id)")
+        eos = torch.tensor([] if eos_token_id is None else [eos_token_id], dtype=torch.long)
         logits = self.prefill(prompt).logits
-        batch = logits.shape[0]
-        tokens = torch.full((batch, max_new_tokens), self.pad_token_id, dtype=torch.long)
-        finished = torch.zeros(batch, dtype=torch.bool)
-        for step in range(max_new_tokens):
-            token = torch.where(finished, self.pad_token_id, logits.argmax(dim=-1))
-            tokens[:, step] = token
-            if eos_token_id is not None:
-                finished |= token == eos_token_id
-            if step + 1 == max_new_tokens or bool(finished.all()):
-                break
-            logits = self.decode(token[:, None])
-        return tokens
+        return greedy(logits, self.decode, max_new_tokens=max_new_tokens, eos=eos, pad_token_id=self.pad_token_id)

@@ -12,6 +12,7 @@ then load silently)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import tempfile
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from typing import Any
 
 import torch
 
+from ..cpu.schedule import chunk_starts, expand_schedule
 from ..spec import read_text_config, text_module
 from .base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
 from .checkpoint_layout import save_released_layout
@@ -80,6 +82,7 @@ class ExecuTorchGemma4Port(Gemma4Port):
     """``Gemma4ForCausalLM`` of ExecuTorch's Gemma 4 example, eager, float32."""
 
     name = "executorch-gemma4"
+    # any schedule (its model takes any number of tokens at their positions), up to max_seq_len - 1 a call
     limits = PortLimits(max_batch=1, padding_side=None, dtypes=(torch.float32,), chunked_prefill=True)
 
     def __init__(self, model: Any, setup: PortSetup) -> None:
@@ -90,6 +93,7 @@ class ExecuTorchGemma4Port(Gemma4Port):
             raise ValueError(f"{self.name} takes batch 1 and text only, got {setup}")
         self.version = metadata.version("executorch")
         self.setup = setup
+        self.limits = dataclasses.replace(self.limits, max_chunk=max(1, setup.max_seq - 1))
         self.config = executorch_config(model, setup.max_seq)
         self.model = Gemma4ForCausalLM(self.config).eval()
         with tempfile.TemporaryDirectory() as folder, quiet_converter():
@@ -155,21 +159,40 @@ class ExecuTorchGemma4Port(Gemma4Port):
                     buffer.zero_()
         self.position = 0
 
+    def prefill_schedule(self, length: int) -> list[int]:
+        """Its runners' policy: ``run_gemma4.py`` prefills the prompt in one call, which its export
+        allows up to ``max_seq_len - 1`` tokens (``Dim("seq_len", max=max_seq_len - 1)``); ExecuTorch's
+        ``TextPrefiller`` feeds a longer prompt in chunks of that length."""
+        return expand_schedule((self.limits.max_chunk,), length)
+
     @torch.no_grad()
     def prefill(self, prompt: Prompt, *, keep_intermediates: bool = False) -> PortPrefill:
-        """The prompt in one call, or in chunks of ``setup.prefill_chunk`` at their positions (its
-        cache carries the earlier chunks); intermediates of a single call only."""
+        """The prompt in the setup's schedule (else its runner's policy), each chunk one call at its
+        positions (its cache carries the earlier chunks); the logits of every position and of each
+        chunk's last token; the layers' outputs and per-layer inputs of a single call."""
         ids = self._one_text_row(prompt)
         self._reset()
-        length, chunk = ids.shape[1], self.setup.prefill_chunk or ids.shape[1]
+        length = ids.shape[1]
+        chunks = self.setup.chunks(length) or self.prefill_schedule(length)
         decoder = self.model.model.self_decoder
+        outputs = []
         with captured_layers(self._layers) as states, captured_output(decoder, "_compute_per_layer_inputs") as ple:
-            for start in range(0, length, chunk):
-                logits = self.model(ids[:, start : start + chunk], torch.arange(start, min(start + chunk, length)))
+            for start, chunk in zip(chunk_starts(chunks), chunks, strict=True):
+                outputs.append(self.model(ids[:, start : start + chunk], torch.arange(start, start + chunk)))
         self.position = length
-        if not keep_intermediates or chunk < length:  # intermediates of a single call only
-            return PortPrefill(logits[:, -1])
-        return PortPrefill(logits[:, -1], hidden_states=tuple(states), per_layer_inputs=ple[0].permute(1, 2, 0, 3))
+        every = torch.cat(outputs, dim=1)
+        if not keep_intermediates:
+            return PortPrefill(every[:, -1])
+        chunk_logits = tuple(logits[:, -1] for logits in outputs)
+        if len(chunks) > 1:  # the layers' outputs of a single call only
+            return PortPrefill(every[:, -1], all_logits=every, chunk_logits=chunk_logits)
+        return PortPrefill(
+            every[:, -1],
+            hidden_states=tuple(states),
+            per_layer_inputs=ple[0].permute(1, 2, 0, 3),
+            all_logits=every,
+            chunk_logits=chunk_logits,
+        )
 
     @torch.no_grad()
     def decode(self, next_ids: torch.Tensor) -> torch.Tensor:

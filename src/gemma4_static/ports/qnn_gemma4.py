@@ -6,10 +6,10 @@ Its model is ``Gemma4TextModelWrapper``: a static graph of ``ar_len`` tokens tak
 producing ("self decoder") layers as inputs, and returning the logits and only the new K/V. The
 host side is driven as its own ``masking_utils`` define it ("smart mask": position ``p`` lives in
 cache slot ``p``; after each call the new K/V are written at their positions and
-``smart_mask_update(pos, n)`` opens those slots): a prefill program with ``ar_len`` = the prefill
-chunk, or the whole static length when the setup names none (its hybrid mode with the prefill as
-long as the context: one call, no mask update), and a decode program with ``ar_len = 1``, sharing
-one cache.
+``smart_mask_update(pos, n)`` opens those slots): a prefill program of ``ar_len`` tokens (the
+setup's schedule's chunk length, else its runner's ``--prefill_ar_len`` default of 32, at most
+``max_seq - 1``), fed the prompt in chunks of ``ar_len`` (the last padded), and a decode program
+with ``ar_len = 1``, sharing one cache (its hybrid mode).
 
 Its package ``__init__`` chain (``oss_scripts/llama``) imports Qualcomm backend modules and
 ``torchtune``; the Gemma 4 modules are imported with that package's ``__init__`` left unrun (a
@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from ..cpu.schedule import chunk_starts, expand_schedule
 from ..spec import text_module
 from .base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
 from .checkpoint_layout import save_released_layout
@@ -36,6 +37,7 @@ from .executorch_gemma4 import executorch_config, quiet_converter
 from .prompt import Prompt
 
 LLAMA_PACKAGE = "executorch.examples.qualcomm.oss_scripts.llama"
+PREFILL_AR_LEN = 32  # oss_scripts/llama/llama.py: --prefill_ar_len's default
 
 
 def _stub_package(name: str) -> None:
@@ -81,7 +83,10 @@ class QnnGemma4Port(Gemma4Port):
     """Qualcomm's ``Gemma4TextModelWrapper`` driven as its static runtime drives it."""
 
     name = "qnn-gemma4"
-    limits = PortLimits(max_batch=1, padding_side=None, dtypes=(torch.float32,), chunked_prefill=True)
+    # its prefill program's ar_len is fixed when it is built: every chunk but the last that long
+    limits = PortLimits(
+        max_batch=1, padding_side=None, dtypes=(torch.float32,), chunked_prefill=True, uniform_chunks=True
+    )
 
     def __init__(self, model: Any, setup: PortSetup) -> None:
         _stub_package(LLAMA_PACKAGE)
@@ -94,7 +99,8 @@ class QnnGemma4Port(Gemma4Port):
             raise ValueError(f"{self.name} takes batch 1 and text only, got {setup}")
         self.version = metadata.version("executorch")
         self.masking = masking_utils
-        self.chunk = min(setup.prefill_chunk or setup.max_seq, setup.max_seq - 1)
+        schedule = setup.prefill_schedule or (PREFILL_AR_LEN,)
+        self.chunk = max(1, min(max(schedule), setup.max_seq - 1))
         self.context = setup.max_seq + self.chunk  # room for a full last chunk past the prompt
         self.config = executorch_config(model, setup.max_seq)
         self.config.max_context_len = self.context
@@ -198,14 +204,20 @@ class QnnGemma4Port(Gemma4Port):
         decoder = self.programs[1].model.self_decoder
         return decoder.embed_tokens(input_ids) * decoder.embed_scale
 
+    def prefill_schedule(self, length: int) -> list[int]:
+        """Its runner's policy: chunks of its prefill program's ``ar_len``."""
+        return expand_schedule((self.chunk,), length)
+
     def prefill(self, prompt: Prompt, *, keep_intermediates: bool = False) -> PortPrefill:
-        """Chunks of ``ar_len`` through the prefill program; no intermediates (its programs return
+        """Chunks of ``ar_len`` through the prefill program (a chunk of one token through the decode
+        program); the logits of each chunk's last token, no other intermediates (its programs return
         only the logits and the new K/V)."""
         ids = self._one_text_row(prompt)
         self._reset()
-        for start in range(0, ids.shape[1], self.chunk):
-            logits = self._call(ids[:, start : start + self.chunk])
-        return PortPrefill(logits[:, -1])
+        chunks = self.prefill_schedule(ids.shape[1])
+        starts = chunk_starts(chunks)
+        ends = [self._call(ids[:, start : start + chunk])[:, -1] for start, chunk in zip(starts, chunks, strict=True)]
+        return PortPrefill(ends[-1], chunk_logits=tuple(ends) if keep_intermediates else None)
 
     def decode(self, next_ids: torch.Tensor) -> torch.Tensor:
         if self.position == 0:

@@ -4,11 +4,13 @@ its exported stages, its cache layout)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
 
 from .. import __version__
+from ..cpu.layout import StaticLayout
 from ..cpu.masks import build_prefill_bool_masks
 from ..cpu.rope import build_rope
 from ..runtime import StaticGemma4Runtime
@@ -19,6 +21,17 @@ from .prompt import Prompt
 def prefill_masks_of(config: Any) -> Any:
     """This project's prefill mask builder for ``config``: ``(valid, mm_token_type_ids) -> {layer_type: bool mask}``."""
     return lambda valid, types=None: build_prefill_bool_masks(config, valid, mm_token_type_ids=types)
+
+
+def layout_chunk(setup: PortSetup) -> int | None:
+    """The runtime layout's ``prefill_chunk`` for ``setup``: its schedule's one chunk length where the
+    schedule is uniform and tiles ``max_seq`` (an ExecuTorch program's prefill method is then that
+    long); else ``None`` (the schedule is passed per prefill)."""
+    schedule = setup.prefill_schedule
+    if schedule is None or len(set(schedule)) != 1 or setup.max_seq % schedule[0]:
+        return None
+    crossing = StaticLayout(setup.max_seq, image_slots=setup.image_slots).slots_crossing(schedule[0])
+    return None if crossing else schedule[0]
 
 
 def rope_of(config: Any) -> Any:
@@ -34,7 +47,7 @@ class StaticRuntimePort(Gemma4Port):
         padding_side="right",
         dtypes=(torch.float32, torch.bfloat16, torch.float16),
         images=True,
-        chunked_prefill=True,
+        chunked_prefill=True,  # any schedule: chunks of different lengths in one prefill
     )
 
     def __init__(
@@ -47,23 +60,35 @@ class StaticRuntimePort(Gemma4Port):
         quant: str | None = None,
     ) -> None:
         self.version = __version__
+        self.setup = setup
         self.runtime = StaticGemma4Runtime(
             model,
             max_seq=setup.max_seq,
             batch_size=setup.batch_size,
             image_slots=setup.image_slots,
-            prefill_chunk=setup.prefill_chunk,
+            prefill_chunk=layout_chunk(setup),
             backend=backend,
             mask_value=mask_value,
             quant=quant,
         )
         self.config = model.config
+        program = self.runtime.program
+        if program is not None:  # the one-program form: a call of its prefill method takes up to its length
+            self.limits = dataclasses.replace(self.limits, max_chunk=program.chunk)
+
+    def prefill_schedule(self, length: int) -> list[int]:
+        """The layout's own: chunks of its ``prefill_chunk`` (the one-program form: of its prefill
+        method's length), else one call."""
+        program = self.runtime.program
+        chunks = self.runtime.layout.prefill_chunks((program.chunk,) if program else None, length)
+        return [length] if chunks is None else chunks
 
     @classmethod
     def around(cls, runtime: StaticGemma4Runtime, config: Any) -> StaticRuntimePort:
         """A port around an existing runtime (built for a model whose HF config is ``config``)."""
         port = cls.__new__(cls)
         port.version, port.runtime, port.config = __version__, runtime, config
+        port.setup = PortSetup(runtime.layout.max_seq, runtime.layout.batch_size, runtime.layout.image_slots)
         return port
 
     def prefill_masks(
@@ -81,7 +106,11 @@ class StaticRuntimePort(Gemma4Port):
         runtime = self.runtime
         inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
         outputs = runtime.prefill_outputs(
-            inputs, prompt.pixel_values, prompt.image_position_ids, keep_intermediates=keep_intermediates
+            inputs,
+            prompt.pixel_values,
+            prompt.image_position_ids,
+            keep_intermediates=keep_intermediates,
+            schedule=self.setup.prefill_schedule,
         )
         if not keep_intermediates:
             return PortPrefill(outputs.logits)
@@ -94,6 +123,7 @@ class StaticRuntimePort(Gemma4Port):
             per_layer_inputs=outputs.per_layer_inputs[:, :length],
             soft_tokens=outputs.soft_tokens,
             all_logits=all_logits,
+            chunk_logits=outputs.chunk_logits,
             extra={"outputs": outputs},
         )
 

@@ -78,7 +78,7 @@ def chunked_prefill_rows(session: Session) -> Iterator[Row]:
     lengths = [2 * window + 3] if limits.single_row else [2 * window + 3, max(1, window - 1)]
     prompt = text_prompt(session.config, lengths, seed=SEEDS["chunked prompt"])
     max_seq = -(-(2 * window + 3) // chunk) * chunk
-    with session.built(PortSetup(max_seq, prompt.input_ids.shape[0], prefill_chunk=chunk)) as port:
+    with session.built(PortSetup(max_seq, prompt.input_ids.shape[0], prefill_schedule=(chunk,))) as port:
         ours = port.prefill(prompt.padded(limits.padding_side)).logits
         check = f"chunks of {chunk}"
         if session.low_precision:
