@@ -10,7 +10,6 @@ from typing import Any
 import torch
 
 from .. import __version__
-from ..cpu.layout import StaticLayout
 from ..cpu.masks import build_prefill_bool_masks
 from ..cpu.rope import build_rope
 from ..runtime import StaticGemma4Runtime
@@ -21,17 +20,6 @@ from .prompt import Prompt
 def prefill_masks_of(config: Any) -> Any:
     """This project's prefill mask builder for ``config``: ``(valid, mm_token_type_ids) -> {layer_type: bool mask}``."""
     return lambda valid, types=None: build_prefill_bool_masks(config, valid, mm_token_type_ids=types)
-
-
-def layout_chunk(setup: PortSetup) -> int | None:
-    """The runtime layout's ``prefill_chunk`` for ``setup``: its schedule's one chunk length where the
-    schedule is uniform and tiles ``max_seq`` (an ExecuTorch program's prefill method is then that
-    long); else ``None`` (the schedule is passed per prefill)."""
-    schedule = setup.prefill_schedule
-    if schedule is None or len(set(schedule)) != 1 or setup.max_seq % schedule[0]:
-        return None
-    crossing = StaticLayout(setup.max_seq, image_slots=setup.image_slots).slots_crossing(schedule[0])
-    return None if crossing else schedule[0]
 
 
 def rope_of(config: Any) -> Any:
@@ -66,7 +54,6 @@ class StaticRuntimePort(Gemma4Port):
             max_seq=setup.max_seq,
             batch_size=setup.batch_size,
             image_slots=setup.image_slots,
-            prefill_chunk=layout_chunk(setup),
             backend=backend,
             mask_value=mask_value,
             quant=quant,

@@ -34,6 +34,9 @@ from .profiles import checked_profile
 from .sample_plan import ONE_ROW, sample_plan, sample_prompt
 
 LAYER_GROUP = 5  # the report shows decoder layers in groups of one 4:1 period
+# port calls (prefill chunks + decode steps) the schedules grid runs by default: the tiny model's grid
+# whole, the E2B geometry's in minutes (its most expensive cases, chunks of 1 over several windows, left out)
+GRID_BUDGET = 3000
 log = logging.getLogger(__name__)
 
 
@@ -58,6 +61,7 @@ class Session:
     routing: RoutingLedger | None = None
     hf_model: Any = None  # HF in the profile: the same dtype, or quantized in the same scheme
     quant: QuantProfile | XnnpackQuantization | None = None  # an integer profile: the runtime's calibrated one
+    schedules_budget: int = GRID_BUDGET  # port calls the schedules grid may spend
 
     @property
     def port_prompt(self) -> Prompt:

@@ -25,6 +25,7 @@ from . import verify_inputs, verify_numerics
 from .port_calls import guarded
 from .session import LAYER_GROUP, Session, open_session
 from .verify_masks import chunk_mask_rows, decode_mask_rows, prefill_mask_rows, vision_mask_rows
+from .verify_schedules import schedules_rows
 from .verify_steps import chunked_prefill_rows, decode_rows
 
 
@@ -118,6 +119,7 @@ CHECKS: dict[str, tuple[Callable[[Session], Iterator[Row]], bool]] = {
     "layers": (layer_rows, False),
     "chunked-prefill": (chunked_prefill_rows, False),
     "decode": (decode_rows, False),
+    "schedules": (schedules_rows, False),
     "routing": (routing_rows, False),
     "overflow": (overflow_rows, True),
     "export": (export_rows, True),

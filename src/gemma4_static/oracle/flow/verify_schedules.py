@@ -1,0 +1,166 @@
+"""The ``schedules`` check group: a deterministic grid of prompt lengths and chunk schedules around
+the sliding window, each prefill followed by decode steps across the next window and ring boundary;
+the port's logits at every chunk's last token, the prompt's last token and every decode step against
+HF's forward over the same tokens (one forward: every case's history is a prefix of one sequence)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from ...cpu.schedule import chunk_starts, expand_schedule
+from ...ports.base import Gemma4Port, PortSetup
+from ...ports.prompt import Prompt
+from ..checks.report import Row, skip_row
+from ..fuzz.boundaries import chunk_schedules, decode_steps, prompt_lengths
+from ..fuzz.episode import Judgement, Observed, hf_history_logits, judge
+from ..references.samples import text_prompt
+from .sample_plan import SEEDS
+from .session import Session
+
+PRIORITY = ("policy", "one call", "uneven mix", "chunks of W + 1", "chunks of W", "chunks of W - 1",
+            "chunks of W + 2", "chunks of 2W", "chunks of C", "chunks of 1")  # fmt: skip
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A prompt of ``length`` tokens fed in ``chunks`` (the schedule ``name``), then ``steps`` decode steps."""
+
+    length: int
+    name: str
+    chunks: tuple[int, ...]
+    steps: int
+
+    @property
+    def cost(self) -> int:
+        """Port calls: one per chunk and per decode step."""
+        return len(self.chunks) + self.steps
+
+    def describe(self) -> str:
+        return f"{self.name} {chunks_text(self.chunks)}"
+
+
+def chunks_text(chunks: tuple[int, ...]) -> str:
+    """``[7, 7, 6]``; runs of one length shortened: ``[1 x 27]``, ``[1, 6, 2, 7, 3 x 4]``."""
+    runs: list[list[int]] = []
+    for chunk in chunks:
+        if runs and runs[-1][0] == chunk:
+            runs[-1][1] += 1
+        else:
+            runs.append([chunk, 1])
+    return (
+        "["
+        + ", ".join(f"{chunk} x {count}" if count > 2 else ", ".join([str(chunk)] * count) for chunk, count in runs)
+        + "]"
+    )
+
+
+def plan(port: Gemma4Port, window: int, max_seq: int, budget: int) -> tuple[list[Case], int, int]:
+    """The grid's cases within ``budget`` port calls (most telling schedules first, a case that does
+    not fit skipped for cheaper ones), how many the port's limits refuse and how many the budget drops."""
+    lengths = prompt_lengths(window, max_seq - 2)
+    schedules = chunk_schedules(window, port.limits.max_chunk or max_seq)
+    seen, cases, refused = set(), [], 0
+    for name in PRIORITY:
+        if name not in schedules:
+            continue
+        for length in lengths:
+            if name == "policy":
+                chunks = port.prefill_schedule(length)
+            else:
+                chunks = expand_schedule(schedules[name] or (length,), length)
+            if port.limits.refusal(chunks) is not None:
+                refused += 1
+            elif (length, tuple(chunks)) not in seen:
+                seen.add((length, tuple(chunks)))
+                steps = min(decode_steps(length, window), max_seq - length - 1)
+                cases.append(Case(length, name, tuple(chunks), steps))
+    chosen, spent = [], 0
+    for case in cases:
+        if spent + case.cost <= budget:
+            chosen.append(case)
+            spent += case.cost
+    return chosen, refused, len(cases) - len(chosen)
+
+
+def run_case(port: Gemma4Port, ids: torch.Tensor, case: Case) -> Observed:
+    """The port's logits over one case: the prompt ``ids[:, :length]`` prefilled, then the next tokens of
+    ``ids (1, N)`` decoded one by one."""
+    observed = Observed()
+    prompt = ids[:, : case.length]
+    result = port.prefill(Prompt(input_ids=prompt, attention_mask=torch.ones_like(prompt)), keep_intermediates=True)
+    if result.chunk_logits is not None:
+        if len(result.chunk_logits) != len(case.chunks):
+            raise ValueError(f"the port returned {len(result.chunk_logits)} chunk logits for {len(case.chunks)} chunks")
+        for start, chunk, logits in zip(chunk_starts(case.chunks), case.chunks, result.chunk_logits, strict=True):
+            observed.add(0, start + chunk - 1, logits[0], "chunk end")
+    observed.add(0, case.length - 1, result.logits[0], "last prompt token")
+    for step in range(case.steps):
+        position = case.length + step
+        observed.add(0, position, port.decode(ids[:, position : position + 1])[0], f"decode step {step}")
+    return observed
+
+
+def schedules_rows(session: Session) -> Iterator[Row]:
+    """One row per prompt length (every schedule of it merged; a failure names the schedule and the
+    first diverging position), and an INFO row counting the cases run, refused and over budget."""
+    limits, window = session.port.limits, session.window
+    if session.low_precision:
+        yield skip_row("schedules", "grid", "the grid compares against HF float32 (float32 profile only)")
+        return
+    if limits.needs_image:
+        yield skip_row("schedules", "grid", f"{session.port.name} needs an image in every prompt; the grid is text")
+        return
+    longest = max(length + decode_steps(length, window) for length in prompt_lengths(window, 4 * window + 3))
+    max_seq = session.capped(longest + 1)
+    ids = text_prompt(session.config, [max_seq], seed=SEEDS["schedules"]).input_ids
+    reference = hf_history_logits(session.model, ids[0])
+    results: dict[int, list[tuple[Case, Judgement | str]]] = {}
+    with session.built(PortSetup(max_seq)) as policy_port:
+        cases, refused, dropped = plan(policy_port, window, max_seq, session.schedules_budget)
+    log.info("schedules grid: %d cases, %d port calls", len(cases), sum(case.cost for case in cases))
+    schedules = chunk_schedules(window, limits.max_chunk or max_seq)
+    for name in PRIORITY:
+        mine = [case for case in cases if case.name == name]
+        if not mine:
+            continue
+        schedule = None if name == "policy" else schedules[name] or (max_seq,)
+        with session.built(PortSetup(max_seq, prefill_schedule=schedule)) as port:
+            for case in mine:
+                results.setdefault(case.length, []).append((case, _judged(port, ids, case, reference)))
+    for length in sorted(results):
+        yield _length_row(length, results[length])
+    check = f"cases run: {len(cases)} ({refused} refused by the port's limits, {dropped} over the budget)"
+    yield Row("schedules", check, "cases", len(cases), float("inf"))
+
+
+def _judged(port: Gemma4Port, ids: torch.Tensor, case: Case, reference: torch.Tensor) -> Judgement | str:
+    """The case's judgement, or the port's traceback when it raised."""
+    try:
+        observed = run_case(port, ids, case)
+    except Exception:
+        return traceback.format_exc()
+    return judge({0: reference}, observed)
+
+
+def _length_row(length: int, results: list[tuple[Case, Judgement | str]]) -> Row:
+    """One prompt length's schedules as one row: the worst error relative to its tolerance; a failure
+    names the first failing schedule and position, and lists every failing case in the detail."""
+    judged = [(case, outcome) for case, outcome in results if isinstance(outcome, Judgement)]
+    raised = [(case, outcome) for case, outcome in results if isinstance(outcome, str)]
+    failing = [f"{case.describe()}: raised {tb.strip().splitlines()[-1]}" for case, tb in raised]
+    failing += [f"{case.describe()}: {outcome.first}" for case, outcome in judged if outcome.diverged]
+    steps = results[0][0].steps
+    check = f"prompt {length}: {len(results)} schedules, chunk ends, last token, {steps} decode steps"
+    if failing:
+        check += f" [first: {failing[0]}]"
+    worst = max((outcome for _, outcome in judged), key=lambda j: j.error / j.tolerance, default=None)
+    value, tolerance = (worst.error, worst.tolerance) if worst else (float("inf"), 0.0)
+    row = Row("schedules", check, "max abs diff", value if not raised else float("inf"), tolerance)
+    return dataclasses.replace(row, detail="\n".join(failing[1:6]), raised=raised[0][1] if raised else "")
