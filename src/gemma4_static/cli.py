@@ -1,4 +1,4 @@
-"""Command line: ``gemma4-static verify`` and ``gemma4-static export`` (also ``python -m gemma4_static``)."""
+"""Command line: ``gemma4-static verify``, ``export``, ``fuzz`` and ``kernels`` (also ``python -m gemma4_static``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
+
+from . import fuzz_command
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # verification never reaches the network
 
@@ -157,6 +159,7 @@ def _parser() -> argparse.ArgumentParser:
         help="pte: one program with the KV cache inside (bundle, the default) or a program per stage taking "
         "the cache as inputs (stages, for NPUs that hold the cache outside); pt2: stages only",
     )
+    fuzz_command.add_parser(commands, _bounded, CONFIGS)
     return parser
 
 
@@ -192,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
         from .export_command import run_export
 
         return run_export(args)
+    if args.command == "fuzz":
+        with progress(args.quiet):
+            return fuzz_command.run_fuzz(args)
     if args.command == "kernels" or args.kernel_set is not None:
         from .oracle.numerics.kernel_sets import describe, rerun_under
 

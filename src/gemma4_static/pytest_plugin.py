@@ -15,10 +15,12 @@ session fails (exit code 5, one line saying what is missing) when, for a model, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from .pytest_items import COMPARED, OPTIONS, FuzzShard, PortCheck, close_sessions
 
 MODELS = ("tiny", "e2b-vision", "e2b-geometry")
 DEFAULT_MODELS = ("tiny", "e2b-geometry")
@@ -39,6 +41,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="embedded model to check the port on (repeatable; default: tiny and e2b-geometry)",
     )
     group.addoption("--gemma4-dtype", choices=DTYPES, default="float32", help="the profile (default float32)")
+    group.addoption(
+        "--gemma4-schedules-budget",
+        type=int,
+        metavar="N",
+        help="port calls the schedules grid may spend per model (default: the verify flow's)",
+    )
+    group.addoption(
+        "--gemma4-fuzz",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also fuzz the port with N examples per model (hypothesis state machine), split over the xdist workers",
+    )
+    group.addoption(
+        "--gemma4-fuzz-database",
+        default=".hypothesis/gemma4-fuzz",
+        metavar="DIR",
+        help="the fuzzer's example database, shared by the workers (default .hypothesis/gemma4-fuzz)",
+    )
 
 
 def pytest_collection(session: pytest.Session) -> bool | None:
@@ -51,10 +72,17 @@ def pytest_collection(session: pytest.Session) -> bool | None:
 
     models = config.getoption("--gemma4-model") or list(DEFAULT_MODELS)
     dtype = config.getoption("--gemma4-dtype")
-    items = [
+    items: list[pytest.Item] = [
         PortCheck.from_parent(session, name=f"{port}[{model}-{dtype}]::{group}", spec=(port, model, dtype, group))
         for model in models
         for group in CHECKS
+    ]
+    examples = config.getoption("--gemma4-fuzz")
+    shards = _workers(config)
+    items += [
+        FuzzShard.from_parent(session, name=f"{port}[{model}]::fuzz-{shard}", spec=(port, model, shard, shards))
+        for model in models
+        for shard in range(shards if examples else 0)
     ]
     config.hook.pytest_collection_modifyitems(session=session, config=config, items=items)
     session.items = items
@@ -63,91 +91,23 @@ def pytest_collection(session: pytest.Session) -> bool | None:
     return True
 
 
-_sessions: dict[tuple[str, str, str], Any] = {}
-
-
-def port_session(port: str, model: str, dtype: str) -> Any:
-    """The verification session of ``port`` on embedded ``model`` in ``dtype``, built once per process."""
-    key = (port, model, dtype)
-    if key not in _sessions:
-        import torch
-
-        from .oracle.flow.session import open_session
-        from .oracle.references.models import build_default_model
-
-        with torch.no_grad():
-            _sessions[key] = open_session(build_default_model(model), dtype=getattr(torch, dtype), port=port)
-    return _sessions[key]
-
-
-def judge(rows: list[Any], port: Any) -> None:
-    """A group's outcome from its rows (statuses already set, XFAIL where the port documents a
-    failure): ``AssertionError`` naming the first failing row; an expected failure when every failure
-    is documented; a skip when nothing was compared (every row skipped, or measured only)."""
-    from .oracle.checks.report import format_row
-
-    failed = [row for row in rows if row.failed]
-    if failed:
-        raise AssertionError(f"{len(failed)} of {len(rows)} rows failed; first: {format_row(failed[0])}")
-    documented = [row for row in rows if row.status == "XFAIL"]
-    if documented:
-        first_line = format_row(documented[0]).splitlines()[0]
-        pytest.xfail(f"{port.name} documents it: {documented[0].expected} ({first_line})")
-    if not any(row.compared for row in rows):
-        reasons = sorted({row.skipped for row in rows if row.skipped}) or ["only measured, nothing gated"]
-        pytest.skip("; ".join(reasons))
-
-
-def check_group(
-    port: str, model: str, dtype: str, group: str, on_rows: Callable[[list[Any]], None] | None = None
-) -> list[Any]:
-    """Run check ``group`` (a name of the verify flow's ``CHECKS``) of ``port`` on embedded ``model``
-    in ``dtype``, :func:`judge` its rows and return them (``on_rows`` sees them before the judgement):
-    a test body, for this plugin and for a suite's own lane."""
-    import torch
-
-    from .oracle.flow.verify import run_group
-
-    session = port_session(port, model, dtype)
-    with torch.no_grad():
-        rows = run_group(session, group)
-    if on_rows is not None:
-        on_rows(rows)
-    if not rows:
-        pytest.skip(f"check group {group!r} has no rows on {model}: the model lacks what it checks")
-    judge(rows, session.port)
-    return rows
-
-
-COMPARED = "gemma4_compared"  # the user property of a test: (model, the stages it compared)
-
-
-class PortCheck(pytest.Item):
-    """One check group of the verification flow on one port, model and profile."""
-
-    def __init__(self, *, spec: tuple[str, str, str, str], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.spec = spec
-
-    def runtest(self) -> None:
-        port, model, dtype, group = self.spec
-
-        def record(rows: list[Any]) -> None:  # before the judgement: skipped and failed tests report too
-            stages = sorted({row.stage for row in rows if row.compared})
-            self.user_properties.append((COMPARED, (model, stages)))
-
-        check_group(port, model, dtype, group, on_rows=record)
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        if isinstance(excinfo.value, AssertionError):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo)
-
-    def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, self.name
+def _workers(config: pytest.Config) -> int:
+    """How many processes run the session's tests (xdist's workers, else 1): the fuzzer's shards."""
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        return int(worker["workercount"])
+    count = getattr(config.option, "numprocesses", None)
+    return count if isinstance(count, int) and count > 0 else 1
 
 
 _compared: dict[str, set[str]] = {}  # per model, the stages compared (on the controller under xdist)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _compared.clear()
+    for option in ("--gemma4-schedules-budget", "--gemma4-fuzz", "--gemma4-fuzz-database"):
+        OPTIONS[option] = config.getoption(option)
+    OPTIONS["rootdir"] = Path(str(config.rootpath))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -160,9 +120,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Close the ports this process built; fail a ``--gemma4-port`` session whose models lack the
     minimum comparisons (exit code 5, as pytest's "no tests"), whatever else passed."""
-    for built in _sessions.values():
-        built.close()
-    _sessions.clear()
+    close_sessions()
     if not session.config.getoption("--gemma4-port") or hasattr(session.config, "workerinput"):
         return
     lacking = _lacking(session.config)

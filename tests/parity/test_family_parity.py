@@ -23,7 +23,7 @@ from gemma4_static.oracle.references.hf import hf_prefill
 from gemma4_static.oracle.references.models import build_default_model
 from gemma4_static.oracle.references.samples import Prompt, text_prompt
 from gemma4_static.ports.static import StaticRuntimePort
-from gemma4_static.pytest_plugin import check_group
+from gemma4_static.pytest_items import check_group
 from gemma4_static.runtime import StaticGemma4Runtime
 from gemma4_static.spec import text_module
 

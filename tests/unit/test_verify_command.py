@@ -46,6 +46,7 @@ def test_verify_passes_on_the_default_model_and_writes_json(tmp_path, capsys):
         "decode steps",
         "generation",
         "conversation",
+        "schedules",
         "overflow",
         "export round-trip",
     }

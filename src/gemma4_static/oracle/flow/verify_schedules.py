@@ -14,12 +14,13 @@ from dataclasses import dataclass
 import torch
 
 from ...cpu.schedule import chunk_starts, expand_schedule
-from ...ports.base import Gemma4Port, PortSetup
+from ...ports.base import Gemma4Port, NotExposed, PortSetup
 from ...ports.prompt import Prompt
 from ..checks.report import Row, skip_row
 from ..fuzz.boundaries import chunk_schedules, decode_steps, prompt_lengths
 from ..fuzz.episode import Judgement, Observed, hf_history_logits, judge
 from ..references.samples import text_prompt
+from .port_calls import raised_in
 from .sample_plan import SEEDS
 from .session import Session
 
@@ -141,10 +142,15 @@ def schedules_rows(session: Session) -> Iterator[Row]:
 
 
 def _judged(port: Gemma4Port, ids: torch.Tensor, case: Case, reference: torch.Tensor) -> Judgement | str:
-    """The case's judgement, or the port's traceback when it raised."""
+    """The case's judgement, or the port's traceback when it raised (``NotExposed`` and an error of the
+    checks themselves propagate)."""
     try:
         observed = run_case(port, ids, case)
-    except Exception:
+    except NotExposed:
+        raise
+    except Exception as error:
+        if raised_in(error) == "oracle":
+            raise
         return traceback.format_exc()
     return judge({0: reference}, observed)
 

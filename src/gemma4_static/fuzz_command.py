@@ -1,0 +1,83 @@
+"""``gemma4-static fuzz``: the property-based differential fuzzer (:mod:`~gemma4_static.oracle.fuzz`) on
+one port and one embedded model; a divergence shrunk and written out as a standalone reproduction.
+Exit codes as ``verify``'s: 0 no divergence, 1 a divergence, 2 usage, 3 the port raised in its
+factory, 4 an internal error of the suite."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+DATABASE = Path(".hypothesis") / "gemma4-fuzz"  # failing examples, kept between runs (shareable)
+
+
+def add_parser(commands: Any, bounded: Any, configs: tuple[str, ...]) -> None:
+    """The ``fuzz`` subcommand's arguments."""
+    fuzz = commands.add_parser("fuzz", help="drive a port through random prefills, schedules and decodes against HF")
+    fuzz.add_argument("--port", default="gemma4-static", metavar="NAME", help="a built-in port or module:factory")
+    fuzz.add_argument("--config", choices=configs, default="tiny", help="embedded model (default: tiny)")
+    fuzz.add_argument("--max-examples", type=bounded(1, 10**6), default=200, metavar="N", help="examples (default 200)")
+    fuzz.add_argument("--seed", type=bounded(0, 2**31), default=0, metavar="S", help="hypothesis seed (default 0)")
+    fuzz.add_argument(
+        "--max-seq", type=bounded(2, 8192), metavar="N", help="static length (default: four windows and 8 tokens)"
+    )
+    fuzz.add_argument(
+        "--database", type=Path, default=DATABASE, metavar="DIR", help=f"example database (default {DATABASE})"
+    )
+    fuzz.add_argument(
+        "--reproduction",
+        type=Path,
+        default=Path("gemma4-fuzz-reproduction"),
+        metavar="DIR",
+        help="where a failure's standalone script and model go (default ./gemma4-fuzz-reproduction)",
+    )
+    fuzz.add_argument("--no-shrink", action="store_true", help="report the first failure as found")
+    fuzz.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def run_fuzz(args: argparse.Namespace) -> int:
+    """Build the target, fuzz it, print the outcome; the exit code."""
+    from .oracle.checks.verdict import ExitCode
+    from .oracle.flow.port_calls import PortRaised
+    from .oracle.fuzz import FuzzTarget, fuzz
+    from .oracle.references.models import build_default_model
+
+    started = time.perf_counter()
+    try:
+        target = FuzzTarget.of(args.port, build_default_model(args.config), max_seq=args.max_seq)
+        print(
+            f"gemma4-static fuzz: port {args.port} on {args.config} (max_seq {target.max_seq}, batch {target.batch}), "
+            f"{args.max_examples} examples from seed {args.seed}",
+            flush=True,
+        )
+        result = fuzz(
+            target,
+            max_examples=args.max_examples,
+            seed=args.seed,
+            database=args.database,
+            reproduction=args.reproduction,
+            shrink=not args.no_shrink,
+        )
+    except ValueError as error:
+        print(f"gemma4-static fuzz: {error}", file=sys.stderr)
+        return ExitCode.USAGE
+    except PortRaised as error:
+        print(f"gemma4-static fuzz: {error}\n{error.traceback}", file=sys.stderr, end="")
+        return ExitCode.PORT_RAISED
+    except Exception:
+        print(f"gemma4-static fuzz: internal error of the suite\n{traceback.format_exc()}", file=sys.stderr, end="")
+        return ExitCode.INTERNAL
+    elapsed = time.perf_counter() - started
+    if result.failure is None:
+        print(f"fuzz: {result.examples} examples in {elapsed:.1f} s ({result.rate:.2f}/s): no divergence (exit 0)")
+        return ExitCode.PASSED
+    examples, seconds = result.first_failure
+    print(f"fuzz: divergence at example {examples} after {seconds:.1f} s: {result.failure}")
+    if result.reproduction is not None:
+        print(f"fuzz: reproduction {result.reproduction} (run it alone: python {result.reproduction})")
+    print(f"fuzz: {result.examples} examples in {elapsed:.1f} s (exit 1)")
+    return ExitCode.FAILED

@@ -1,0 +1,203 @@
+"""The differential state machine: hypothesis drives one port through prefills of drawn lengths in
+drawn schedules, decode runs, greedy generation, new prompts after decodes and the calls every port
+must refuse; after every step the port's logits at every position it returned (each chunk's last
+token, each row's last prompt token, each decode step) are judged against HF's forward over that
+row's whole token history (:mod:`.episode`), generation by the token rule. A failure raises
+:class:`Divergence` carrying the calls made, for a standalone reproduction (:mod:`.repro`)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from hypothesis import assume, event
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+
+from ...cpu.schedule import chunk_starts, expand_schedule
+from ...ports.base import NotExposed
+from ...ports.prompt import Prompt
+from ..checks import tolerances
+from ..numerics.parity_numerics import greedy_rows
+from ..references.hf import hf_greedy
+from ..references.samples import text_prompt
+from .episode import Observed, judge
+from .strategies import boundaries, length_anchors, near, schedules
+from .target import FuzzTarget
+
+
+class Divergence(AssertionError):
+    """The port left HF (or accepted a call it must refuse); ``calls`` are the calls that got it there."""
+
+    def __init__(self, message: str, calls: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.calls = calls
+
+
+def machine_for(target: FuzzTarget, *, images: Any = None) -> type[RuleBasedStateMachine]:
+    """The state machine class for ``target``. ``images(data, rows) -> Prompt`` draws image prompts
+    (their slots: ``target.image_slots``) instead of text."""
+    config = target.model.config
+    window, longest_chunk, max_seq, batch = target.window, target.longest_chunk, target.max_seq, target.batch
+    anchors = length_anchors(window, longest_chunk, max_seq)
+    placeholders = [getattr(config, name, None) for name in ("image_token_id", "video_token_id", "audio_token_id")]
+    placeholders = [token for token in placeholders if token is not None]
+    token_ids = st.integers(3, min(target.vocab_size, 400)) if images is None else st.one_of(
+        st.integers(3, min(target.vocab_size, 400)), st.sampled_from([*placeholders, 1])
+    )  # fmt: skip
+    pad = config.get_text_config().pad_token_id
+
+    def per_row(values: st.SearchStrategy[int]) -> st.SearchStrategy[list[int]]:
+        return st.lists(values, min_size=batch, max_size=batch)
+
+    class PortMachine(RuleBasedStateMachine):
+        checked_fresh = False  # decode before any prefill is refused: checked once per run
+
+        @initialize()
+        def start(self) -> None:
+            self.prompt: Prompt | None = None  # the conversation's prompt, right-padded (HF's layout)
+            self.fed = torch.zeros(batch, 0, dtype=torch.long)  # tokens decoded since, per row
+            self.port = None
+            self.calls: list[dict[str, Any]] = []
+            target.examples += 1
+            if not PortMachine.checked_fresh:
+                PortMachine.checked_fresh = True
+                fresh, ids = target.build(target.setup(None)), torch.full((batch, 1), 3)
+                try:
+                    self._refused("decode before any prefill", lambda: fresh.decode(ids), kind="fresh decode", ids=ids)
+                finally:
+                    fresh.close()
+
+        # -- helpers
+        def _record(self, **call: Any) -> None:
+            self.calls.append(call)
+
+        def _fail(self, message: str) -> None:
+            if target.first_failure is None:
+                target.first_failure = (target.examples, time.perf_counter() - target.started)
+            raise Divergence(message, list(self.calls))
+
+        def _refused(self, what: str, call: Any, **details: Any) -> None:
+            """``call()`` must raise (any error is a refusal; a value is not); ``details`` say what it was."""
+            self._record(op="refuse", what=what, **details)
+            try:
+                call()
+            except Exception as error:  # any error is a refusal; a value is not
+                event(f"refused: {what} ({type(error).__name__})")
+            else:
+                self._fail(f"the port accepted a call it must refuse: {what}")
+            if not target.keeps_conversation:
+                self.prompt = None
+
+        def _history(self, row: int) -> Prompt:
+            """Row ``row``'s prompt then the tokens fed since, one unpadded batch-1 prompt (with images,
+            a fed image placeholder becomes the pad id, as HF's decode step maps it)."""
+            prompt, fed = self.prompt.row(row), self.fed[row : row + 1]
+            if prompt.pixel_values is not None:
+                fed = torch.where(fed == config.image_token_id, pad, fed)
+            ids = torch.cat((prompt.input_ids, fed), dim=1)
+            return Prompt(**{**prompt.__dict__, "input_ids": ids, "attention_mask": torch.ones_like(ids)})
+
+        def _judge(self, observed: Observed) -> None:
+            references = {row: target.reference(self._history(row)) for row in observed.logits}
+            judgement = judge(references, observed)
+            if judgement.diverged:
+                self._fail(f"logits leave HF's at {judgement.first}")
+
+        @property
+        def lengths(self) -> torch.Tensor:
+            return self.prompt.attention_mask.sum(dim=1) + self.fed.shape[1]
+
+        # -- rules
+        @rule(data=st.data())
+        def prefill(self, data: st.DataObject) -> None:
+            """A new prompt (ragged rows, the port's padding side) in a drawn schedule the port accepts."""
+            schedule = data.draw(schedules(window, longest_chunk), label="schedule")
+            seed = data.draw(st.integers(0, 99), label="seed")
+            padding = data.draw(st.sampled_from(target.paddings), label="padding")
+            if images is None:
+                ends = boundaries(schedule, max_seq)  # a prompt ending at, before or after a chunk's end
+                lengths = data.draw(per_row(near([*anchors, *ends], 1, max_seq)), label="lengths")
+                prompt = text_prompt(config, lengths, seed=seed)
+            else:
+                prompt = images(data, batch, seed)
+            longest = int(prompt.attention_mask.sum(dim=1).max())
+            port = target.port(schedule)
+            chunks = port.prefill_schedule(longest) if schedule is None else expand_schedule(schedule, longest)
+            assume(target.limits.refusal(chunks) is None)
+            given = prompt.padded(padding)
+            self._record(op="prefill", prompt=given, schedule=schedule, chunks=chunks)
+            result = port.prefill(given, keep_intermediates=True)
+            self.port, self.prompt, self.fed = port, prompt, torch.zeros(batch, 0, dtype=torch.long)
+            event(f"prefill: {len(chunks)} chunk(s)" + (", uneven" if len(set(chunks[:-1])) > 1 else ""))
+            observed, lengths = Observed(), prompt.attention_mask.sum(dim=1).tolist()
+            for row, length in enumerate(lengths):
+                observed.add(row, length - 1, result.logits[row], "last prompt token")
+            for index, (start, chunk) in enumerate(zip(chunk_starts(chunks), chunks, strict=True)):
+                for row, length in enumerate(lengths):
+                    if result.chunk_logits is not None and length > start:
+                        observed.add(
+                            row,
+                            min(start + chunk, length) - 1,
+                            result.chunk_logits[index][row],
+                            f"end of chunk {index}",
+                        )
+            self._judge(observed)
+
+        @precondition(lambda self: self.prompt is not None)
+        @rule(data=st.data())
+        def decode(self, data: st.DataObject) -> None:
+            """Decode steps (as many as reach the ring's next wrap, or any), each row at its own position;
+            a row at ``max_seq`` must be refused."""
+            to_wrap = int((window - self.lengths.max() % window) % window)
+            steps = data.draw(near([1, to_wrap + 1, to_wrap + 2, window], 1, window + 2), label="steps")
+            observed = Observed()
+            for step in range(steps):
+                ids = torch.tensor(data.draw(per_row(token_ids), label="ids"))[:, None]
+                if int(self.lengths.max()) >= max_seq:  # judged first: a refusal may end the conversation
+                    if observed.logits:
+                        self._judge(observed)
+                    self._refused("decode past max_seq", lambda ids=ids: self.port.decode(ids), kind="decode", ids=ids)
+                    return
+                self._record(op="decode", ids=ids)
+                logits = self.port.decode(ids)
+                for row, position in enumerate(self.lengths.tolist()):
+                    observed.add(row, position, logits[row], f"decode step {step}")
+                self.fed = torch.cat((self.fed, ids), dim=1)
+            if observed.logits:
+                self._judge(observed)
+
+        @precondition(lambda self: images is None)
+        @rule(data=st.data())
+        def generate(self, data: st.DataObject) -> None:
+            """Greedy generation (the port's own loop) against HF's ``generate`` under the token rule;
+            the conversation then holds the prompt and every generated token but the last."""
+            new = data.draw(near([1, window, window + 1], 1, max_seq - 1), label="new tokens")
+            lengths = data.draw(per_row(near(anchors, 1, max_seq - new)), label="lengths")
+            prompt = text_prompt(config, lengths, seed=sum(lengths))
+            port = target.port(None)
+            given = prompt.padded(data.draw(st.sampled_from(target.paddings), label="padding"))
+            self._record(op="generate", prompt=given, new=new)
+            try:
+                ours = port.generate(given, max_new_tokens=new)
+            except NotExposed:
+                event("generate: not exposed")
+                return
+            theirs, logits = hf_greedy(target.model, prompt, max_new_tokens=new, eos_token_id=None)
+            rows = greedy_rows("generation", "greedy", ours, theirs, logits, tolerances.token_bound(logits))
+            if rows[0].failed:
+                self._fail(f"greedy generation leaves HF's: {rows[0].check}")
+            self.port, self.prompt, self.fed = port, prompt, ours[:, : new - 1]
+
+        @rule(what=st.sampled_from(["a prompt past max_seq", "an id equal to the vocabulary size"]))
+        def refuse(self, what: str) -> None:
+            """Calls every port must refuse (and, where it keeps its conversation, survive)."""
+            if what == "a prompt past max_seq":
+                prompt = text_prompt(config, [max_seq + 1] * batch, seed=7).padded(target.paddings[0])
+                self._refused(what, lambda: target.port(None).prefill(prompt), kind="prefill", prompt=prompt)
+            elif self.prompt is not None:
+                ids = torch.full((batch, 1), target.vocab_size)  # the first id past the vocabulary
+                self._refused(what, lambda: self.port.decode(ids), kind="decode", ids=ids)
+
+    return PortMachine

@@ -1,0 +1,142 @@
+"""The pytest plugin's test items: one per check group of the verify flow (:class:`PortCheck`) and one
+per shard of the fuzzer (:class:`FuzzShard`), on one port and embedded model, with the verification
+sessions they share (built once per process) and the judgement of a group's rows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+COMPARED = "gemma4_compared"  # the user property of a test: (model, the stages it compared)
+OPTIONS: dict[str, Any] = {}  # this process's plugin options the test bodies read (set by the plugin)
+
+_sessions: dict[tuple[str, str, str], Any] = {}
+
+
+def close_sessions() -> None:
+    """Close every session this process built (their ports' ``close``) and forget them."""
+    for built in _sessions.values():
+        built.close()
+    _sessions.clear()
+
+
+def port_session(port: str, model: str, dtype: str) -> Any:
+    """The verification session of ``port`` on embedded ``model`` in ``dtype``, built once per process."""
+    key = (port, model, dtype)
+    if key not in _sessions:
+        import torch
+
+        from .oracle.flow.session import open_session
+        from .oracle.references.models import build_default_model
+
+        with torch.no_grad():
+            _sessions[key] = open_session(build_default_model(model), dtype=getattr(torch, dtype), port=port)
+    return _sessions[key]
+
+
+def judge(rows: list[Any], port: Any) -> None:
+    """A group's outcome from its rows (statuses already set, XFAIL where the port documents a
+    failure): ``AssertionError`` naming the first failing row; an expected failure when every failure
+    is documented; a skip when nothing was compared (every row skipped, or measured only)."""
+    from .oracle.checks.report import format_row
+
+    failed = [row for row in rows if row.failed]
+    if failed:
+        raise AssertionError(f"{len(failed)} of {len(rows)} rows failed; first: {format_row(failed[0])}")
+    documented = [row for row in rows if row.status == "XFAIL"]
+    if documented:
+        first_line = format_row(documented[0]).splitlines()[0]
+        pytest.xfail(f"{port.name} documents it: {documented[0].expected} ({first_line})")
+    if not any(row.compared for row in rows):
+        reasons = sorted({row.skipped for row in rows if row.skipped}) or ["only measured, nothing gated"]
+        pytest.skip("; ".join(reasons))
+
+
+def check_group(
+    port: str, model: str, dtype: str, group: str, on_rows: Callable[[list[Any]], None] | None = None
+) -> list[Any]:
+    """Run check ``group`` (a name of the verify flow's ``CHECKS``) of ``port`` on embedded ``model``
+    in ``dtype``, :func:`judge` its rows and return them (``on_rows`` sees them before the judgement):
+    a test body, for this plugin and for a suite's own lane."""
+    import torch
+
+    from .oracle.flow.verify import run_group
+
+    session = port_session(port, model, dtype)
+    budget = OPTIONS.get("--gemma4-schedules-budget")
+    if budget is not None:
+        session.schedules_budget = budget
+    with torch.no_grad():
+        rows = run_group(session, group)
+    if on_rows is not None:
+        on_rows(rows)
+    if not rows:
+        pytest.skip(f"check group {group!r} has no rows on {model}: the model lacks what it checks")
+    judge(rows, session.port)
+    return rows
+
+
+class PortCheck(pytest.Item):
+    """One check group of the verification flow on one port, model and profile."""
+
+    def __init__(self, *, spec: tuple[str, str, str, str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec = spec
+
+    def runtest(self) -> None:
+        port, model, dtype, group = self.spec
+
+        def record(rows: list[Any]) -> None:  # before the judgement: skipped and failed tests report too
+            stages = sorted({row.stage for row in rows if row.compared})
+            self.user_properties.append((COMPARED, (model, stages)))
+
+        check_group(port, model, dtype, group, on_rows=record)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, AssertionError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, self.name
+
+
+class FuzzShard(pytest.Item):
+    """One shard of the fuzzer on one port and model: ``N / shards`` examples from seed ``shard``, the
+    example database shared with the other shards; a divergence fails with its reproduction's path."""
+
+    def __init__(self, *, spec: tuple[str, str, int, int], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec = spec
+
+    def runtest(self) -> None:
+        from .oracle.fuzz import FuzzTarget, fuzz
+        from .oracle.references.models import build_default_model
+
+        port, model, shard, shards = self.spec
+        examples = -(-OPTIONS["--gemma4-fuzz"] // shards)
+        root = OPTIONS["rootdir"]
+        database = root / OPTIONS["--gemma4-fuzz-database"]
+        slug = "".join(c if c.isalnum() else "-" for c in port)
+        folder = root / "gemma4-fuzz-reproduction" / f"{slug}-{model}-{shard}"
+        result = fuzz(
+            FuzzTarget.of(port, build_default_model(model)),
+            max_examples=examples,
+            seed=shard,
+            database=database,
+            reproduction=folder,
+        )
+        if result.examples:
+            self.user_properties.append((COMPARED, (model, ["prefill logits", "decode steps"])))
+        if result.failure is not None:
+            raise AssertionError(f"{result.failure}; reproduction: {result.reproduction}")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, AssertionError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, self.name
