@@ -52,6 +52,12 @@ def small_text_config(
     )
 
 
+def around(low: int, high: int, spread: int = 3) -> st.SearchStrategy[int]:
+    """An int near the valid range ``[low, high]``: its exact ends and the first values outside them
+    (``low - 1``, ``high + 1``), as often as any value within ``spread`` of the range."""
+    return st.one_of(st.sampled_from([low, high, low - 1, high + 1]), st.integers(low - spread, high + spread))
+
+
 # Known edge cases, used as explicit examples: a window of one token, and a window past any length.
 WINDOW_ONE = small_text_config(sliding_window=1, layer_types=["sliding_attention", "full_attention"])
 WINDOW_HUGE = small_text_config(sliding_window=4096, layer_types=["sliding_attention", "full_attention"])
@@ -89,7 +95,7 @@ def text_configs(draw, *, bidirectional=CAUSAL_MODES, rope=E2B_ROPE) -> Gemma4Te
     layer_types = [draw(st.sampled_from(["sliding_attention", "full_attention"])) for _ in range(num_layers - 1)]
     layer_types[draw(st.integers(0, num_layers - 2))] = "sliding_attention"
     return small_text_config(
-        sliding_window=draw(st.integers(1, 40)),
+        sliding_window=draw(st.one_of(st.sampled_from([1, 48]), st.integers(1, 40))),  # 48: the whole length
         layer_types=[*layer_types, "full_attention"],
         head_dim=draw(st.sampled_from([2, 8, 16, 32])),
         global_head_dim=draw(st.sampled_from([16, 32, 64, 128])),

@@ -46,6 +46,7 @@ class StaticRuntimePort(Gemma4Port):
         backend: str = "torch",
         mask_value: float | None = None,
         quant: str | None = None,
+        sliding_cache: str = "ring",
     ) -> None:
         self.version = __version__
         self.setup = setup
@@ -57,6 +58,7 @@ class StaticRuntimePort(Gemma4Port):
             backend=backend,
             mask_value=mask_value,
             quant=quant,
+            sliding_cache=sliding_cache,
         )
         self.config = model.config
         program = self.runtime.program

@@ -55,7 +55,7 @@ def fuzz(
     from hypothesis.database import DirectoryBasedExampleDatabase
     from hypothesis.stateful import run_state_machine_as_test
 
-    from .machine import Divergence, machine_for
+    from .machine import Divergence, decode_before_prefill, machine_for
     from .repro import write_reproduction
 
     phases = list(Phase) if shrink else [phase for phase in Phase if phase != Phase.shrink]
@@ -72,6 +72,10 @@ def fuzz(
     machine = seeded(seed)(machine_for(target, images=images))
     failure, script = None, None
     try:
+        refused = decode_before_prefill(target)
+        if refused is not None:
+            target.first_failure = (0, time.perf_counter() - target.started)
+            raise refused
         run_state_machine_as_test(machine, settings=options)
     except Divergence as divergence:
         failure = str(divergence)

@@ -19,8 +19,7 @@ from ...cpu.schedule import chunk_starts, expand_schedule
 from ...ports.base import NotExposed
 from ...ports.prompt import Prompt
 from ..checks import tolerances
-from ..numerics.parity_numerics import greedy_rows
-from ..references.hf import hf_greedy
+from ..flow.port_calls import raised_in
 from ..references.samples import text_prompt
 from .episode import Observed, judge
 from .strategies import boundaries, length_anchors, near, schedules
@@ -33,6 +32,20 @@ class Divergence(AssertionError):
     def __init__(self, message: str, calls: list[dict[str, Any]]) -> None:
         super().__init__(message)
         self.calls = calls
+
+
+def decode_before_prefill(target: FuzzTarget) -> Divergence | None:
+    """A port freshly built must refuse a decode (its cache holds no prompt); the divergence if it takes it."""
+    port, ids = target.build(target.setup(None)), torch.full((target.batch, 1), 3)
+    try:
+        port.decode(ids)
+    except Exception:
+        return None
+    finally:
+        port.close()
+    what = "decode before any prefill"
+    calls = [{"op": "refuse", "what": what, "kind": "fresh decode", "ids": ids}]
+    return Divergence(f"the port accepted a call it must refuse: {what}", calls)
 
 
 def machine_for(target: FuzzTarget, *, images: Any = None) -> type[RuleBasedStateMachine]:
@@ -52,8 +65,6 @@ def machine_for(target: FuzzTarget, *, images: Any = None) -> type[RuleBasedStat
         return st.lists(values, min_size=batch, max_size=batch)
 
     class PortMachine(RuleBasedStateMachine):
-        checked_fresh = False  # decode before any prefill is refused: checked once per run
-
         @initialize()
         def start(self) -> None:
             self.prompt: Prompt | None = None  # the conversation's prompt, right-padded (HF's layout)
@@ -61,13 +72,6 @@ def machine_for(target: FuzzTarget, *, images: Any = None) -> type[RuleBasedStat
             self.port = None
             self.calls: list[dict[str, Any]] = []
             target.examples += 1
-            if not PortMachine.checked_fresh:
-                PortMachine.checked_fresh = True
-                fresh, ids = target.build(target.setup(None)), torch.full((batch, 1), 3)
-                try:
-                    self._refused("decode before any prefill", lambda: fresh.decode(ids), kind="fresh decode", ids=ids)
-                finally:
-                    fresh.close()
 
         # -- helpers
         def _record(self, **call: Any) -> None:
@@ -77,6 +81,18 @@ def machine_for(target: FuzzTarget, *, images: Any = None) -> type[RuleBasedStat
             if target.first_failure is None:
                 target.first_failure = (target.examples, time.perf_counter() - target.started)
             raise Divergence(message, list(self.calls))
+
+        def _taken(self, what: str, call: Any) -> Any:
+            """``call()``, a call the port must take: what it raises is a failure (``NotExposed`` and an
+            error of the checks themselves aside)."""
+            try:
+                return call()
+            except NotExposed:
+                raise
+            except Exception as error:
+                if raised_in(error) == "oracle":
+                    raise
+                self._fail(f"the port raised on a {what} it must take: {type(error).__name__}: {error}")
 
         def _refused(self, what: str, call: Any, **details: Any) -> None:
             """``call()`` must raise (any error is a refusal; a value is not); ``details`` say what it was."""
@@ -125,10 +141,10 @@ def machine_for(target: FuzzTarget, *, images: Any = None) -> type[RuleBasedStat
             longest = int(prompt.attention_mask.sum(dim=1).max())
             port = target.port(schedule)
             chunks = port.prefill_schedule(longest) if schedule is None else expand_schedule(schedule, longest)
-            assume(target.limits.refusal(chunks) is None)
+            assume(target.limits.refusal(chunks) is None and not target.splits_an_image(chunks))
             given = prompt.padded(padding)
             self._record(op="prefill", prompt=given, schedule=schedule, chunks=chunks)
-            result = port.prefill(given, keep_intermediates=True)
+            result = self._taken("prefill", lambda: port.prefill(given, keep_intermediates=True))
             self.port, self.prompt, self.fed = port, prompt, torch.zeros(batch, 0, dtype=torch.long)
             event(f"prefill: {len(chunks)} chunk(s)" + (", uneven" if len(set(chunks[:-1])) > 1 else ""))
             observed, lengths = Observed(), prompt.attention_mask.sum(dim=1).tolist()
@@ -161,7 +177,7 @@ def machine_for(target: FuzzTarget, *, images: Any = None) -> type[RuleBasedStat
                     self._refused("decode past max_seq", lambda ids=ids: self.port.decode(ids), kind="decode", ids=ids)
                     return
                 self._record(op="decode", ids=ids)
-                logits = self.port.decode(ids)
+                logits = self._taken("decode", lambda ids=ids: self.port.decode(ids))
                 for row, position in enumerate(self.lengths.tolist()):
                     observed.add(row, position, logits[row], f"decode step {step}")
                 self.fed = torch.cat((self.fed, ids), dim=1)
@@ -171,24 +187,31 @@ def machine_for(target: FuzzTarget, *, images: Any = None) -> type[RuleBasedStat
         @precondition(lambda self: images is None)
         @rule(data=st.data())
         def generate(self, data: st.DataObject) -> None:
-            """Greedy generation (the port's own loop) against HF's ``generate`` under the token rule;
-            the conversation then holds the prompt and every generated token but the last."""
-            new = data.draw(near([1, window, window + 1], 1, max_seq - 1), label="new tokens")
+            """Greedy generation (the port's own loop), each token HF's argmax over the history before it
+            wherever HF's top-2 gap is decided (the token rule; one forward per row, teacher-forced on the
+            port's own tokens); the conversation then holds the prompt and every generated token but the last."""
+            new = data.draw(near([1, window, window + 1], 1, min(window + 2, max_seq - 1)), label="new tokens")
             lengths = data.draw(per_row(near(anchors, 1, max_seq - new)), label="lengths")
             prompt = text_prompt(config, lengths, seed=sum(lengths))
             port = target.port(None)
             given = prompt.padded(data.draw(st.sampled_from(target.paddings), label="padding"))
             self._record(op="generate", prompt=given, new=new)
             try:
-                ours = port.generate(given, max_new_tokens=new)
+                ours = self._taken("generate", lambda: port.generate(given, max_new_tokens=new))
             except NotExposed:
                 event("generate: not exposed")
                 return
-            theirs, logits = hf_greedy(target.model, prompt, max_new_tokens=new, eos_token_id=None)
-            rows = greedy_rows("generation", "greedy", ours, theirs, logits, tolerances.token_bound(logits))
-            if rows[0].failed:
-                self._fail(f"greedy generation leaves HF's: {rows[0].check}")
             self.port, self.prompt, self.fed = port, prompt, ours[:, : new - 1]
+            for row, length in enumerate(prompt.attention_mask.sum(dim=1).tolist()):
+                logits = target.reference(self._history(row))[length - 1 :]  # (new, vocab): each step's choice
+                bound = tolerances.token_bound(logits)
+                for step, token in enumerate(ours[row].tolist()):
+                    top = logits[step].topk(2)
+                    if token != int(top.indices[0]) and float(top.values[0] - top.values[1]) > bound:
+                        self._fail(
+                            f"greedy generation leaves HF's at row {row} step {step}: {token} where HF's argmax "
+                            f"{int(top.indices[0])} leads by {float(top.values[0] - top.values[1]):.3g} (> {bound:.3g})"
+                        )
 
         @rule(what=st.sampled_from(["a prompt past max_seq", "an id equal to the vocabulary size"]))
         def refuse(self, what: str) -> None:

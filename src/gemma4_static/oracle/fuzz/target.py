@@ -5,6 +5,7 @@ conversation, so a port is reused), and HF's logits over a row's whole token his
 from __future__ import annotations
 
 import functools
+import itertools
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -76,6 +77,12 @@ class FuzzTarget:
     @property
     def vocab_size(self) -> int:
         return self.model.config.get_text_config().vocab_size
+
+    def splits_an_image(self, chunks: list[int]) -> bool:
+        """Whether a chunk of ``chunks`` ends inside an image slot (its tokens attend to each other
+        bidirectionally: an image lies inside one chunk)."""
+        ends = list(itertools.accumulate(chunks))
+        return any(first < end < first + count for first, count in self.image_slots for end in ends)
 
     def setup(self, schedule: tuple[int, ...] | None) -> PortSetup:
         return PortSetup(self.max_seq, self.batch, self.image_slots, prefill_schedule=schedule)
