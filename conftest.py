@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 from unittest import mock
 
 # Offline always: set before transformers is imported anywhere in the test session.
@@ -200,19 +201,24 @@ def leaked_substitutes() -> list[str]:
     for module_name, module in list(sys.modules.items()):
         if not module_name.startswith("gemma4_static") or module is None:
             continue
-        owners = [(module_name, vars(module))]
+        namespace = vars(module)
+        owners = [(module_name, namespace)]
         owners += [
             (f"{module_name}.{name}", vars(value))
-            for name, value in vars(module).items()
+            for name, value in namespace.items()
             if isinstance(value, type) and value.__module__ == module_name
         ]
-        for owner, namespace in owners:
-            for name, value in list(namespace.items()):
-                defined_in = getattr(value, "__module__", None) if callable(value) else None
-                from_a_test = isinstance(defined_in, str) and defined_in.split(".")[0] in ("tests", "conftest")
-                if isinstance(value, mock.NonCallableMock) or from_a_test:
+        for owner, names in owners:
+            for name, value in list(names.items()):
+                if isinstance(value, mock.NonCallableMock) or _from_a_test(value):
                     leaked.append(f"{owner}.{name} = {value!r}")
     return leaked
+
+
+def _from_a_test(value) -> bool:
+    """A function or class defined in a test module (``tests.*`` or ``conftest``)."""
+    defined_in = getattr(value, "__module__", None) if isinstance(value, type | types.FunctionType) else None
+    return isinstance(defined_in, str) and (defined_in.startswith("tests.") or defined_in == "conftest")
 
 
 @pytest.fixture(autouse=True)

@@ -11,6 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.self_test  # the suite's own reliability, beside the fault self-test
 ROOT = Path(__file__).resolve().parents[2]
 BACK_TO_BACK = (
     "tests/unit/test_cli_fuzzing.py::test_bad_command_lines_exit_2_with_one_line",

@@ -30,9 +30,9 @@ KINDS = ("text", "text-full-layout", "image")
 
 
 def _examples() -> int:
-    """15 examples of up to 8 calls per kind in the dev and ci profiles (the suite's budget), 500 in
+    """10 examples of up to 8 calls per kind in the dev and ci profiles (the suite's budget), 500 in
     the fuzz profile (each call re-runs HF on the whole history)."""
-    return 500 if settings.default.max_examples > 60 else 15
+    return 500 if settings.default.max_examples > 60 else 10
 
 
 @pytest.fixture(scope="module")

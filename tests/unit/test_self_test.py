@@ -42,7 +42,16 @@ def test_self_test_fails_when_the_catching_check_is_removed(capsys):
     """A uniform RoPE shift cancels in q.k (logits do not move); only the RoPE rows and the cached K
     (stored rotated; after the prefill and after the chunked prefill) see it: without those three
     check groups it is missed."""
-    args = ["verify", "--self-test", "--fault", "rope-positions-from-one", "--without", "decode"]
+    args = [
+        "verify",
+        "--self-test",
+        "--fault",
+        "rope-positions-from-one",
+        "--without",
+        "decode",
+        "--without",
+        "schedules",
+    ]
     assert cli.main(args) == 0
     assert "CAUGHT  rope-positions-from-one" in capsys.readouterr().out
     assert cli.main([*args, "--without", "rope", "--without", "layers", "--without", "chunked-prefill"]) == 1

@@ -82,7 +82,7 @@ def test_the_minimum_decides_green():
 
 def _verify(capsys, *argv: str, json_path=None) -> tuple[int, str, str, dict | None]:
     extra = ["--json", str(json_path)] if json_path is not None else []
-    code = cli.main(["verify", "--no-export", *argv, *extra])
+    code = cli.main(["verify", "--no-export", "--without", "schedules", *argv, *extra])  # the grid: its own tests
     out, err = capsys.readouterr()
     return code, out, err, read_report(json_path) if json_path is not None and json_path.exists() else None
 
@@ -132,13 +132,6 @@ def test_an_error_of_the_checks_themselves_exits_4(capsys, monkeypatch):
     code, _, err, _ = _verify(capsys, "--without", "rope")
     assert code == ExitCode.INTERNAL == 4
     assert "internal error of the suite" in err and "a bug in the checks" in err
-
-
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-def test_low_precision_reports_are_strict_json_without_ungated_passes(dtype, capsys, tmp_path):
-    code, _, _, report = _verify(capsys, "--dtype", dtype, "--steps", "2", json_path=tmp_path / "r.json")
-    assert code == 0 and report["metadata"]["profile"] == dtype
-    assert {row["status"] for row in report["rows"]} >= {"PASS", "INFO"}
 
 
 def test_version_and_progress(capsys, monkeypatch):

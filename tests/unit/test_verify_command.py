@@ -80,7 +80,7 @@ def test_rope_off_by_one_position_fails_its_rows(monkeypatch, capsys, tmp_path):
 
     monkeypatch.setattr(static_port, "build_rope", shifted)
     report_path = tmp_path / "report.json"
-    assert cli.main(["verify", "--no-export", "--json", str(report_path)]) == 1
+    assert cli.main(["verify", "--no-export", "--without", "schedules", "--json", str(report_path)]) == 1
     rows = read_report(report_path)["rows"]
     failed = {row["stage"] for row in rows if row["status"] == "FAIL"}
     assert failed == {"RoPE"}
@@ -107,7 +107,9 @@ def test_low_precision_profiles_report_metrics_against_float64(dtype, tmp_path):
 
 
 def test_mask_value_option_reaches_the_runtime(tmp_path, capsys):
-    assert cli.main(["verify", "--no-export", "--without", "decode", "--mask-value", "-1"]) == 1
+    assert (
+        cli.main(["verify", "--no-export", "--without", "decode", "--without", "schedules", "--mask-value", "-1"]) == 1
+    )
     assert "FAIL  mask value" in capsys.readouterr().out
     assert cli.main(["verify", "--no-export", "--mask-value", "2"]) == 2
     assert "mask_value must be negative" in capsys.readouterr().err
@@ -202,7 +204,7 @@ def test_vision_rope_off_by_one_position_fails_the_vision_rope_rows(monkeypatch,
     original = cpu_vision.vision_rope
     monkeypatch.setattr(cpu_vision, "vision_rope", lambda spec, positions, dtype: original(spec, positions + 1, dtype))
     report_path = tmp_path / "report.json"
-    assert cli.main(["verify", "--no-export", "--json", str(report_path)]) == 1
+    assert cli.main(["verify", "--no-export", "--without", "schedules", "--json", str(report_path)]) == 1
     failed = {row["check"] for row in read_report(report_path)["rows"] if row["status"] == "FAIL"}
     assert failed == {"2-D RoPE cos vs Gemma4VisionRotaryEmbedding", "2-D RoPE sin vs Gemma4VisionRotaryEmbedding"}
 
