@@ -89,8 +89,9 @@ with torch.no_grad():
             for row, history in enumerate(rows):
                 theirs = greedy(history, call["new"])
                 print(f"row {{row}} greedy: ours {{ours[row].tolist()}}, HF {{theirs}}")
-                if ours[row].tolist() != theirs:
-                    sys.exit(f"DIVERGES: greedy generation of row {{row}}")
+                for step, (mine, hf) in enumerate(zip(ours[row].tolist(), theirs)):
+                    if mine != hf:
+                        sys.exit(f"DIVERGES at row {{row}} step {{step}} (greedy generation)")
             histories = [row + list(tokens[:-1]) for row, tokens in zip(rows, ours.tolist())]
         elif call["op"] == "refuse":
             fresh = factory(model, PortSetup(MAX_SEQ, BATCH)) if call["kind"] == "fresh decode" else None

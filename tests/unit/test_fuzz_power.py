@@ -1,0 +1,83 @@
+"""The power of the schedules grid and of the fuzzer, each on its own: every port-shaped fault
+(:mod:`gemma4_static.oracle.faults.port_faults`) passes ``verify``'s fixed groups and fails both; the
+unfaulted wrapper passes all three; a failure's reproduction script, run alone, fails the same way
+(the self-test lane: ``--gemma4-self-test``). The fuzz command's exit codes and wiring run in the
+default suite."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemma4_static import cli, fuzz_command
+from gemma4_static.oracle.checks.verdict import ExitCode
+from gemma4_static.oracle.faults.port_faults import FAULTY_PORTS, MODULE, WrappedRuntimePort
+from gemma4_static.oracle.flow.verify import CHECKS, verify
+from gemma4_static.oracle.fuzz import FuzzResult, FuzzTarget, fuzz
+
+FIXED = tuple(name for name in CHECKS if name != "schedules")
+EXAMPLES = 200  # each fault is found within 120 examples from seed 0 (benchmarks/fault_power.py)
+
+
+@pytest.mark.self_test
+@pytest.mark.parametrize("port", [WrappedRuntimePort, *FAULTY_PORTS], ids=lambda port: port.__name__)
+def test_a_port_shaped_fault_escapes_the_fixed_groups_and_not_the_grid_nor_the_fuzzer(
+    port, tiny_model, tmp_path, report
+):
+    name, faulty = f"{MODULE}:{port.__name__}", port is not WrappedRuntimePort
+    fixed = verify(tiny_model, port=name, checks=FIXED, export=False).verdict
+    assert fixed.exit_code == ExitCode.PASSED, fixed.summary()
+    grid = [row for row in verify(tiny_model, port=name, checks=("schedules",), export=False).rows if row.failed]
+    assert bool(grid) == faulty, [row.check for row in grid]
+    result = fuzz(FuzzTarget.of(name, tiny_model), max_examples=EXAMPLES, seed=0, database=tmp_path, shrink=False)
+    assert (result.failure is not None) == faulty, result.failure
+    found = "not found" if result.first_failure is None else "{} examples, {:.1f} s".format(*result.first_failure)
+    report(f"{port.__name__}: fixed groups pass, grid {len(grid)} failing lengths, fuzzer {found}")
+
+
+@pytest.mark.self_test
+def test_a_reproduction_run_alone_fails_the_same_way(tiny_model, tmp_path):
+    target = FuzzTarget.of(f"{MODULE}:RingWrapCounter", tiny_model)
+    folders = {"database": tmp_path / "db", "reproduction": tmp_path / "repro"}
+    result = fuzz(target, max_examples=EXAMPLES, seed=0, shrink=False, **folders)  # shrunk: gemma4-static fuzz
+    assert result.failure is not None and result.reproduction is not None
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run = subprocess.run(
+        [sys.executable, str(result.reproduction)], cwd=elsewhere, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    where = result.failure.split(" at ", 1)[1].split(" (")[0].split(":")[0]  # "row R position P" or "row R step S"
+    assert f"DIVERGES at {where}" in run.stderr, (result.failure, run.stderr[-1000:])
+
+
+def test_the_fuzz_command_reports_and_exits(capsys, monkeypatch, tmp_path):
+    """Wiring and exit codes (the fuzzer itself runs above): a clean run exits 0, a divergence 1 with
+    the reproduction named, a port whose factory raises 3, bad arguments 2."""
+    argv = ["fuzz", "--max-examples", "2", "--database", str(tmp_path / "db"), "--reproduction", str(tmp_path)]
+    assert cli.main([*argv, "--port", f"{MODULE}:WrappedRuntimePort"]) == ExitCode.PASSED
+    assert "no divergence (exit 0)" in capsys.readouterr().out
+    assert cli.main([*argv, "--port", "tests.unit.port_adapters:raising_factory"]) == ExitCode.PORT_RAISED
+    assert "raised in its factory" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["fuzz", "--max-examples", "0"])
+    assert exit_info.value.code == ExitCode.USAGE
+    capsys.readouterr()
+
+    def diverging(target, **options):
+        target.close()
+        return fuzz_command_result(target.name)
+
+    monkeypatch.setattr("gemma4_static.oracle.fuzz.fuzz", diverging)
+    assert cli.main([*argv, "--port", f"{MODULE}:WrappedRuntimePort"]) == ExitCode.FAILED
+    out = capsys.readouterr().out
+    assert "divergence at example 3 after 1.5 s: logits leave HF's" in out and "reproduction" in out
+    assert fuzz_command.DATABASE.parts[-1] == "gemma4-fuzz"
+
+
+def fuzz_command_result(port: str) -> FuzzResult:
+    failure = "logits leave HF's at row 0 position 9 (decode step 2): 3 > 0.0005"
+    return FuzzResult(port, 4, 2.0, failure, (3, 1.5), Path("repro/reproduce.py"))
