@@ -71,13 +71,15 @@ with torch.no_grad():
             port, (prompt, histories) = ports[schedule], prompt_of(call)
             result = port.prefill(prompt, keep_intermediates=True)
             for row, history in enumerate(histories):
-                judge(row, len(history) - 1, result.logits[row], "last prompt token")
+                seen = [(len(history) - 1, result.logits[row], "last prompt token")]
                 start = 0
                 for index, chunk in enumerate(call["chunks"]):
                     if result.chunk_logits is not None and len(history) > start:
                         end = min(start + chunk, len(history)) - 1
-                        judge(row, end, result.chunk_logits[index][row], f"end of chunk {{index}}")
+                        seen.append((end, result.chunk_logits[index][row], f"end of chunk {{index}}"))
                     start += chunk
+                for position, logits, what in sorted(seen, key=lambda item: item[0]):
+                    judge(row, position, logits, what)
         elif call["op"] == "decode":
             logits = port.decode(torch.tensor(call["ids"]))
             for row, token in enumerate(call["ids"]):
