@@ -130,6 +130,8 @@ class FuzzShard(pytest.Item):
         )
         if result.examples:
             self.user_properties.append((COMPARED, (model, ["prefill logits", "decode steps"])))
+        if result.failure is not None and result.expected is not None:
+            pytest.xfail(f"documented by the port: {result.expected} ({result.failure})")
         if result.failure is not None:
             raise AssertionError(f"{result.failure}; reproduction: {result.reproduction}")
 

@@ -41,6 +41,10 @@ def test_workflow_installs_and_tests_as_the_readme_says():
     assert test_command.endswith(lanes)
     assert ".venv/bin/gemma4-static verify --json verify-report.json" in workflow
     assert "--hypothesis-profile=fuzz" in workflow and "path: .hypothesis" in workflow
+    from gemma4_static.ports.registry import BUILT_IN
+
+    fuzzed = re.search(r"for port in (.*?); do", workflow)  # the nightly fuzzes every built-in port
+    assert fuzzed is not None and fuzzed.group(1).split() == list(BUILT_IN) and "--gemma4-fuzz" in workflow
     assert main_job.endswith(".venv/bin/gemma4-static verify")
 
 

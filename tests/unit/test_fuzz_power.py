@@ -81,3 +81,14 @@ def test_the_fuzz_command_reports_and_exits(capsys, monkeypatch, tmp_path):
 def fuzz_command_result(port: str) -> FuzzResult:
     failure = "logits leave HF's at row 0 position 9 (decode step 2): 3 > 0.0005"
     return FuzzResult(port, 4, 2.0, failure, (3, 1.5), Path("repro/reproduce.py"))
+
+
+def test_the_plugin_fuzzes_a_port_in_shards(pytester, tmp_path):
+    database = tmp_path / "db"
+    result = pytester.runpytest_inprocess(
+        "-p", "gemma4_static.pytest_plugin", "--gemma4-port", f"{MODULE}:WrappedRuntimePort",
+        "--gemma4-model", "tiny", "--gemma4-fuzz", "3", "--gemma4-fuzz-database", str(database), "-k", "fuzz", "-v",
+    )  # fmt: skip
+    assert result.ret == 0
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*WrappedRuntimePort*tiny*fuzz-0*PASSED*"])

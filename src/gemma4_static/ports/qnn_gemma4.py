@@ -130,7 +130,7 @@ class QnnGemma4Port(Gemma4Port):
     def explain(self, row: Any) -> str | None:
         """The divergence of its ``masking_utils`` (README, "What the suite finds in other ports"),
         only while :func:`mask_update_defect` still reproduces it on the installed version: a
-        decode, generation or schedules row (every one of them runs a program after its first call),
+        decode, generation, schedules or fuzz row (every one of them runs a program after its first call),
         or a row naming ``masking_utils`` (the ``IndexError`` of a program of ``ar_len > 1`` after its
         first call)."""
         if "masking_utils" not in row.detail + row.raised and row.stage not in (

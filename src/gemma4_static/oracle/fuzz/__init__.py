@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..checks.report import Row
 from .target import FuzzTarget
 
 STEPS = 8  # calls per example at most
@@ -30,6 +31,7 @@ class FuzzResult:
     failure: str | None = None
     first_failure: tuple[int, float] | None = None
     reproduction: Path | None = None
+    expected: str | None = None  # the port's documented reason for the failure (an expected failure)
 
     @property
     def rate(self) -> float:
@@ -70,7 +72,7 @@ def fuzz(
     )
     target.examples, target.first_failure, target.started = 0, None, time.perf_counter()
     machine = seeded(seed)(machine_for(target, images=images))
-    failure, script = None, None
+    failure, script, expected = None, None, None
     try:
         refused = decode_before_prefill(target)
         if refused is not None:
@@ -81,10 +83,11 @@ def fuzz(
         failure = str(divergence)
         if reproduction is not None:
             script = write_reproduction(reproduction, target, divergence.calls, failure)
+        expected = target.port(None).explain(Row("fuzz", failure, "divergences", 1, 0, detail=failure))
     finally:
         target.close()
     seconds = time.perf_counter() - target.started
-    return FuzzResult(target.name, target.examples, seconds, failure, target.first_failure, script)
+    return FuzzResult(target.name, target.examples, seconds, failure, target.first_failure, script, expected)
 
 
 __all__ = ["FuzzResult", "FuzzTarget", "fuzz"]
