@@ -146,6 +146,12 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--quiet", action="store_true", help="no progress on stderr (also off when stderr is not a terminal)"
     )
+    verify.add_argument(
+        "--schedules-budget",
+        type=_bounded(1, 10**7),
+        metavar="N",
+        help="port calls (prefill chunks + decode steps) the schedules grid may spend (default 3000)",
+    )
     kernels = commands.add_parser("kernels", help="the CPU kernel sets verify and the tests run under")
     kernels.add_argument("--env", metavar="NAME", help="print NAME's variables as KEY=VALUE lines (exit 1 if not here)")
     export = commands.add_parser("export", help="export every NPU stage of an embedded model at static shapes")

@@ -156,7 +156,7 @@ class StaticGemma4Runtime:
     ) -> PrefillOutputs:
         """:meth:`prefill` of :meth:`build_inputs`' result, with its intermediate products (see
         :class:`PrefillOutputs`; the per-layer hidden states are kept by a single-shot prefill on the
-        stages, and by any prefill of the one-program form; the chunk-end logits by a chunked one)."""
+        stages, and by a single-call prefill of the one-program form; the chunk-end logits by a chunked one)."""
         stages, program = self.stages, self.program
         chunks = self.layout.prefill_chunks(schedule, int(inputs.valid_length.max()))
         if program is not None and chunks is None:
@@ -171,8 +171,8 @@ class StaticGemma4Runtime:
         self.prefilled = False  # until this prefill has filled the cache
         by_stages = program is None or keep_intermediates
         per_layer_inputs = stages.per_layer_inputs(inputs.input_ids, fused) if by_stages else None
-        if program is not None:  # the cache-in-program form: every layer's output from its traced twin
-            states = [] if keep_intermediates else None
+        if program is not None:  # the cache-in-program form: a single call's layer outputs from its traced twin
+            states = [] if keep_intermediates and len(chunks) == 1 else None
             self.cache.reset(inputs.valid_length)
             logits = program.prefill(inputs, None if soft_tokens is None else fused, blocks, chunks, states, ends)
         else:

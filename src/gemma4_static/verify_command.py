@@ -93,6 +93,7 @@ def _report(args: argparse.Namespace, model: object, name: str, checks: tuple[st
         checks=checks,
         port=args.port,
         quant=args.quant,
+        schedules_budget=args.schedules_budget,
         on_row=show,
     )
     verdict = result.verdict

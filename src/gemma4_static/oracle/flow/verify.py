@@ -152,13 +152,15 @@ def verify(
     checks: tuple[str, ...] = tuple(CHECKS),
     port: str = DEFAULT_PORT,
     quant: str | None = None,
+    schedules_budget: int | None = None,
     on_row: Callable[[Row], None] = lambda row: None,
 ) -> Verification:
     """Run the ``checks`` (names of :data:`CHECKS`; ``export`` only with ``export=True``) on ``model``
     (an HF Gemma 4 model) in the profile ``dtype`` against ``port`` (a built-in name or
     ``module:factory``; this project's runtime on ``backend`` with forbidden keys at ``mask_value``
-    by default; with ``quant`` in that integer scheme, :func:`.session.open_session`); ``on_row`` sees
-    each row as it finishes. Every port the run builds is closed when it is done."""
+    by default; with ``quant`` in that integer scheme, :func:`.session.open_session`; the schedules grid
+    within ``schedules_budget`` port calls); ``on_row`` sees each row as it finishes. Every port the
+    run builds is closed when it is done."""
     unknown = sorted(set(checks) - set(CHECKS))
     if unknown:
         raise ValueError(f"checks has unknown names {unknown}; expected some of {list(CHECKS)}")
@@ -172,6 +174,8 @@ def verify(
         port=port,
         quant=quant,
     )
+    if schedules_budget is not None:
+        session.schedules_budget = schedules_budget
     rows = []
     try:
         for name in CHECKS:

@@ -95,7 +95,8 @@ def run_case(port: Gemma4Port, ids: torch.Tensor, case: Case) -> Observed:
     ``ids (1, N)`` decoded one by one."""
     observed = Observed()
     prompt = ids[:, : case.length]
-    result = port.prefill(Prompt(input_ids=prompt, attention_mask=torch.ones_like(prompt)), keep_intermediates=True)
+    several = len(case.chunks) > 1  # the chunk-end logits (a single call's end is the last token)
+    result = port.prefill(Prompt(input_ids=prompt, attention_mask=torch.ones_like(prompt)), keep_intermediates=several)
     if result.chunk_logits is not None:
         if len(result.chunk_logits) != len(case.chunks):
             raise ValueError(f"the port returned {len(result.chunk_logits)} chunk logits for {len(case.chunks)} chunks")
