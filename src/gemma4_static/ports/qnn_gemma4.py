@@ -130,14 +130,11 @@ class QnnGemma4Port(Gemma4Port):
     def explain(self, row: Any) -> str | None:
         """The divergence of its ``masking_utils`` (README, "What the suite finds in other ports"),
         only while :func:`mask_update_defect` still reproduces it on the installed version: a
-        decode, generation, schedules or fuzz row (every one of them runs a program after its first call),
-        or a row naming ``masking_utils`` (the ``IndexError`` of a program of ``ar_len > 1`` after its
-        first call)."""
-        if "masking_utils" not in row.detail + row.raised and row.stage not in (
-            "decode steps",
-            "generation",
-            "schedules",
-        ):
+        decode, generation, schedules or fuzz row (each runs a program after its first call), or a row
+        naming ``masking_utils`` (the ``IndexError`` of a program of ``ar_len > 1`` after its first
+        call)."""
+        after_a_call = ("decode steps", "generation", "schedules", "fuzz")
+        if "masking_utils" not in row.detail + row.raised and row.stage not in after_a_call:
             return None
         return mask_update_defect(self.masking)
 
