@@ -35,6 +35,12 @@ def add_parser(commands: Any, bounded: Any, configs: tuple[str, ...]) -> None:
         metavar="DIR",
         help="where a failure's standalone script and model go (default ./gemma4-fuzz-reproduction)",
     )
+    fuzz.add_argument(
+        "--backend",
+        choices=("torch", "executorch", "executorch-stages"),
+        default="torch",
+        help="this runtime's backend (port gemma4-static only)",
+    )
     fuzz.add_argument("--no-shrink", action="store_true", help="report the first failure as found")
     fuzz.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
@@ -48,9 +54,11 @@ def run_fuzz(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     try:
-        target = FuzzTarget.of(args.port, build_default_model(args.config), max_seq=args.max_seq)
+        options = {} if args.backend == "torch" else {"backend": args.backend}
+        target = FuzzTarget.of(args.port, build_default_model(args.config), max_seq=args.max_seq, **options)
         print(
-            f"gemma4-static fuzz: port {args.port} on {args.config} (max_seq {target.max_seq}, batch {target.batch}), "
+            f"gemma4-static fuzz: port {args.port} on {args.config} ({args.backend}, max_seq {target.max_seq}, "
+            f"batch {target.batch}), "
             f"{args.max_examples} examples from seed {args.seed}",
             flush=True,
         )

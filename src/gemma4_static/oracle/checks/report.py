@@ -66,8 +66,8 @@ class Row:
 
     @property
     def compared(self) -> bool:
-        """A gated comparison took place (PASS, FAIL or XFAIL)."""
-        return self.status in ("PASS", "FAIL", "XFAIL")
+        """A gated comparison took place (PASS, FAIL or XFAIL, and the port did not raise instead)."""
+        return self.status in ("PASS", "FAIL", "XFAIL") and not self.raised
 
     def as_dict(self) -> dict[str, Any]:
         """The row as strict-JSON values: non-finite numbers become ``None`` (the status says why)."""
@@ -94,17 +94,28 @@ def explained(row: Row, explain: Callable[[Row], str | None]) -> Row:
 def merge(rows: Iterable[Row], stage: str, check: str) -> Row:
     """One row for several: counts (tolerance 0) add up; errors keep the row that is worst relative
     to its own tolerance, so the merged row fails exactly when one of its rows fails. A failing
-    merged row names its first failing member (rows come in data-flow order) and keeps its detail."""
+    merged row names its first failing member (rows come in data-flow order) and keeps its detail
+    and traceback."""
     rows = list(rows)
     failed = [row for row in rows if row.failed]
     if failed:
-        check, detail = f"{check} [first: {failed[0].check}]", failed[0].detail
+        check, detail, raised = f"{check} [first: {failed[0].check}]", failed[0].detail, failed[0].raised
     else:
-        detail = ""
+        detail = raised = ""
     if all(row.tolerance == 0 and not row.higher_is_better for row in rows):
-        return Row(stage, check, rows[0].metric, sum(row.value for row in rows), 0.0, detail)
+        return Row(stage, check, rows[0].metric, sum(row.value for row in rows), 0.0, detail, raised=raised)
     worst = max(rows, key=_badness)
-    return Row(stage, check, worst.metric, worst.value, worst.tolerance, detail, worst.higher_is_better, worst.hf)
+    return Row(
+        stage,
+        check,
+        worst.metric,
+        worst.value,
+        worst.tolerance,
+        detail,
+        worst.higher_is_better,
+        worst.hf,
+        raised=raised,
+    )
 
 
 def merge_by(rows: Iterable[Row], key: Callable[[Row], str], check: str | None = None) -> Iterator[Row]:

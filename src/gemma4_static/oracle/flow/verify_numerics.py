@@ -133,6 +133,7 @@ def decode_rows(session: Session, tokens: torch.Tensor) -> Iterator[Row]:
     prompt, gate = session.prompt, session.gate
     batch, steps = tokens.shape
     with session.recording():
+        session.ours  # noqa: B018 (the decode continues the sample prompt's prefill: its error again if it raised)
         ours = parity.port_decode(session.port, tokens)
     models = (("hf", session.hf_model), ("ref", session.reference_model))
     decoded = {name: hf_decode_logits(model, prompt, tokens) for name, model in models}

@@ -32,13 +32,14 @@ def decode_rows(session: Session) -> Iterator[Row]:
         yield from verify_numerics.decode_rows(session, tokens)
     else:
         with session.recording():
-            decoded = guarded(
-                "decode steps", "decode", lambda: parity.decode_rows(session.model, port, prompt, tokens, session.dtype)
+            model = session.model
+            decoded = guarded(  # over the sample prompt's prefill: its error again if it raised
+                "decode steps",
+                "decode",
+                lambda: session.ours and parity.decode_rows(model, port, prompt, tokens, session.dtype),
             )
             generated = guarded(
-                "generation",
-                "greedy",
-                lambda: parity.generation_rows(session.model, port, prompt, max_new_tokens=steps),
+                "generation", "greedy", lambda: parity.generation_rows(model, port, prompt, max_new_tokens=steps)
             )
         if decoded[0].skipped:
             yield from decoded
