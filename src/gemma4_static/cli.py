@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import logging
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
 from . import fuzz_command
+from .command_output import exit_code_of, progress
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # verification never reaches the network
 
@@ -175,26 +173,6 @@ def _version() -> str:
     return __version__
 
 
-@contextlib.contextmanager
-def progress(quiet: bool) -> Iterator[None]:
-    """The library's progress messages (building a port, prefills, lowering programs) on stderr while
-    a command runs, when stderr is a terminal and ``quiet`` is off."""
-    if quiet or not sys.stderr.isatty():
-        yield
-        return
-    logger = logging.getLogger("gemma4_static")
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("  .. %(message)s"))
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "export":
@@ -203,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_export(args)
     if args.command == "fuzz":
         with progress(args.quiet):
-            return fuzz_command.run_fuzz(args)
+            return exit_code_of("fuzz", lambda: fuzz_command.run_fuzz(args))
     if args.command == "kernels" or args.kernel_set is not None:
         from .oracle.numerics.kernel_sets import describe, rerun_under
 
@@ -228,4 +206,4 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     with progress(args.quiet):
-        return run_verify(args)
+        return exit_code_of("verify", lambda: run_verify(args))

@@ -6,9 +6,7 @@ Exit codes as ``verify``'s: 0 no divergence (or one the port documents: XFAIL), 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -46,39 +44,28 @@ def add_parser(commands: Any, bounded: Any, configs: tuple[str, ...]) -> None:
 
 
 def run_fuzz(args: argparse.Namespace) -> int:
-    """Build the target, fuzz it, print the outcome; the exit code."""
+    """Build the target, fuzz it, print the outcome; the exit code (a ``ValueError``, the port's error and
+    the suite's own propagate to the command line's one mapping of them, ``cli``)."""
     from .oracle.checks.verdict import ExitCode
-    from .oracle.flow.port_calls import PortRaised
     from .oracle.fuzz import FuzzTarget, fuzz
     from .oracle.references.models import build_default_model
 
     started = time.perf_counter()
-    try:
-        options = {} if args.backend == "torch" else {"backend": args.backend}
-        target = FuzzTarget.of(args.port, build_default_model(args.config), max_seq=args.max_seq, **options)
-        print(
-            f"gemma4-static fuzz: port {args.port} on {args.config} ({args.backend}, max_seq {target.max_seq}, "
-            f"batch {target.batch}), "
-            f"{args.max_examples} examples from seed {args.seed}",
-            flush=True,
-        )
-        result = fuzz(
-            target,
-            max_examples=args.max_examples,
-            seed=args.seed,
-            database=args.database,
-            reproduction=args.reproduction,
-            shrink=not args.no_shrink,
-        )
-    except ValueError as error:
-        print(f"gemma4-static fuzz: {error}", file=sys.stderr)
-        return ExitCode.USAGE
-    except PortRaised as error:
-        print(f"gemma4-static fuzz: {error}\n{error.traceback}", file=sys.stderr, end="")
-        return ExitCode.PORT_RAISED
-    except Exception:
-        print(f"gemma4-static fuzz: internal error of the suite\n{traceback.format_exc()}", file=sys.stderr, end="")
-        return ExitCode.INTERNAL
+    options = {} if args.backend == "torch" else {"backend": args.backend}
+    target = FuzzTarget.of(args.port, build_default_model(args.config), max_seq=args.max_seq, **options)
+    print(
+        f"gemma4-static fuzz: port {args.port} on {args.config} ({args.backend}, max_seq {target.max_seq}, "
+        f"batch {target.batch}), {args.max_examples} examples from seed {args.seed}",
+        flush=True,
+    )
+    result = fuzz(
+        target,
+        max_examples=args.max_examples,
+        seed=args.seed,
+        database=args.database,
+        reproduction=args.reproduction,
+        shrink=not args.no_shrink,
+    )
     elapsed = time.perf_counter() - started
     if result.failure is None:
         print(f"fuzz: {result.examples} examples in {elapsed:.1f} s ({result.rate:.2f}/s): no divergence (exit 0)")

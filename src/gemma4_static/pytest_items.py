@@ -78,21 +78,12 @@ def check_group(
     return rows
 
 
-class PortCheck(pytest.Item):
-    """One check group of the verification flow on one port, model and profile."""
+class _SpecItem(pytest.Item):
+    """A test item of the plugin: its ``spec`` (what it runs), its failure as the one line it asserts."""
 
-    def __init__(self, *, spec: tuple[str, str, str, str], **kwargs: Any) -> None:
+    def __init__(self, *, spec: tuple, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.spec = spec
-
-    def runtest(self) -> None:
-        port, model, dtype, group = self.spec
-
-        def record(rows: list[Any]) -> None:  # before the judgement: skipped and failed tests report too
-            stages = sorted({row.stage for row in rows if row.compared})
-            self.user_properties.append((COMPARED, (model, stages)))
-
-        check_group(port, model, dtype, group, on_rows=record)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, AssertionError):
@@ -103,13 +94,23 @@ class PortCheck(pytest.Item):
         return self.path, None, self.name
 
 
-class FuzzShard(pytest.Item):
-    """One shard of the fuzzer on one port and model: ``N / shards`` examples from seed ``shard``, the
-    example database shared with the other shards; a divergence fails with its reproduction's path."""
+class PortCheck(_SpecItem):
+    """One check group of the verification flow on one port, model and profile (``spec``)."""
 
-    def __init__(self, *, spec: tuple[str, str, int, int], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.spec = spec
+    def runtest(self) -> None:
+        port, model, dtype, group = self.spec
+
+        def record(rows: list[Any]) -> None:  # before the judgement: skipped and failed tests report too
+            stages = sorted({row.stage for row in rows if row.compared})
+            self.user_properties.append((COMPARED, (model, stages)))
+
+        check_group(port, model, dtype, group, on_rows=record)
+
+
+class FuzzShard(_SpecItem):
+    """One shard of the fuzzer on one port and model (``spec``: port, model, shard, shards): ``N /
+    shards`` examples from seed ``shard``, the example database shared with the other shards; a
+    divergence fails with its reproduction's path."""
 
     def runtest(self) -> None:
         from .oracle.fuzz import FuzzTarget, fuzz
@@ -134,11 +135,3 @@ class FuzzShard(pytest.Item):
             pytest.xfail(f"documented by the port: {result.expected} ({result.failure})")
         if result.failure is not None:
             raise AssertionError(f"{result.failure}; reproduction: {result.reproduction}")
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        if isinstance(excinfo.value, AssertionError):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo)
-
-    def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, self.name

@@ -8,7 +8,6 @@ import argparse
 import os
 import sys
 import time
-import traceback
 from typing import TextIO
 
 import torch
@@ -17,7 +16,6 @@ from .oracle.checks.report import Row, format_row
 from .oracle.checks.report_json import report_document, run_metadata, write_report
 from .oracle.checks.verdict import ExitCode
 from .oracle.flow import verify  # looked up per call: a test's substitute must not outlive it
-from .oracle.flow.port_calls import PortRaised
 from .oracle.flow.sample_plan import SEEDS
 from .oracle.numerics.kernel_sets import active_kernels
 from .oracle.references import checkpoints, models  # looked up per call: tests substitute their builders
@@ -34,8 +32,9 @@ def _usage(message: object) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    """The verification's exit code: 0 passed, 1 a check failed, 2 usage, 3 the port raised, 4 an
-    internal error of the suite, 5 the minimum was not compared (:class:`ExitCode`)."""
+    """The verification's exit code: 0 passed, 1 a check failed, 5 the minimum was not compared
+    (:class:`ExitCode`); a ``ValueError`` (usage), the port's error and the suite's own propagate to
+    the command line's one mapping of them (``cli``)."""
     started = time.perf_counter()
     if args.checkpoint is not None:
         try:
@@ -52,21 +51,12 @@ def run_verify(args: argparse.Namespace) -> int:
     checks = tuple(check for check in verify.CHECKS if check not in args.without)
     if args.sensitivity and (args.quant is None or args.backend != "torch"):
         return _usage("--sensitivity needs --quant SCHEME on backend torch")
-    try:
-        if args.self_test:
-            from .oracle.faults.self_test import self_test_command
+    if args.self_test:
+        from .oracle.faults.self_test import self_test_command
 
-            dtype = getattr(torch, args.dtype)
-            return self_test_command(model, name, args.fault, checks, dtype, args.backend, started, quant=args.quant)
-        return _report(args, model, name, checks, started)
-    except ValueError as error:
-        return _usage(error)
-    except PortRaised as error:
-        print(f"gemma4-static verify: {error}\n{error.traceback}", file=sys.stderr, end="")
-        return ExitCode.PORT_RAISED
-    except Exception:
-        print(f"gemma4-static verify: internal error of the suite\n{traceback.format_exc()}", file=sys.stderr, end="")
-        return ExitCode.INTERNAL
+        dtype = getattr(torch, args.dtype)
+        return self_test_command(model, name, args.fault, checks, dtype, args.backend, started, quant=args.quant)
+    return _report(args, model, name, checks, started)
 
 
 def _report(args: argparse.Namespace, model: object, name: str, checks: tuple[str, ...], started: float) -> int:
