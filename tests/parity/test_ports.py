@@ -25,6 +25,9 @@ pytestmark = pytest.mark.ports
 ROOT = Path(__file__).resolve().parents[2]
 PORTS = ("executorch-gemma4", "qnn-gemma4")
 MODELS = ("tiny", "e2b-geometry")
+# port calls of the schedules grid in this lane: the E2B geometry's policy, one call and uneven mix
+# cases (the full grid: gemma4-static verify --port NAME --config e2b-geometry, README)
+LANE_GRID_BUDGET = 600
 
 pytest.importorskip("executorch", reason="the ports lane needs the ports extra: pip install -e '.[ports]'")
 from gemma4_static.ports.qnn_gemma4 import QnnGemma4Port, mask_update_defect  # noqa: E402
@@ -40,6 +43,7 @@ from gemma4_static.ports.qnn_gemma4 import QnnGemma4Port, mask_update_defect  # 
     ],
 )
 def test_port_through_each_check_group(port, model, group, report):
+    port_session(port, model, "float32").schedules_budget = LANE_GRID_BUDGET
     rows = check_group(port, model, "float32", group)
     errors = [f"{row.stage} {row.value:.2g}" for row in rows if row.metric == "max abs diff" and not row.skipped]
     report(f"{port} on {model}, {group}: {len(rows)} rows pass; max abs diff: {', '.join(errors) or 'none'}")
@@ -143,7 +147,7 @@ def test_plugin_from_the_installed_wheel_outside_the_checkout(tmp_path):
     assert where.startswith(str(tmp_path / "fresh")), where
 
     base = ["-m", "pytest", "-p", "gemma4_static.pytest_plugin", "--disable-socket", "-p", "no:cacheprovider"]
-    ours = run(*base, "-q", "--gemma4-port", "gemma4-static")
+    ours = run(*base, "-q", "--gemma4-port", "gemma4-static", "--gemma4-schedules-budget", str(LANE_GRID_BUDGET))
     assert ours.returncode == 0, ours.stdout[-3000:] + ours.stderr[-3000:]
     # every group on tiny and the E2B geometry; nothing to check: routing (no MoE block), vision masks
     # of the text-only E2B geometry
