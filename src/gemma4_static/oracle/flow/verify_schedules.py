@@ -5,6 +5,7 @@ HF's forward over the same tokens (one forward: every case's history is a prefix
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import traceback
@@ -31,12 +32,14 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Case:
-    """A prompt of ``length`` tokens fed in ``chunks`` (the schedule ``name``), then ``steps`` decode steps."""
+    """A prompt of ``length`` tokens fed in ``chunks`` (the schedule ``name``: the port's setup asks for
+    ``schedule``, ``None`` for its own policy), then ``steps`` decode steps."""
 
     length: int
     name: str
     chunks: tuple[int, ...]
     steps: int
+    schedule: tuple[int, ...] | None
 
     @property
     def cost(self) -> int:
@@ -71,17 +74,15 @@ def plan(port: Gemma4Port, window: int, max_seq: int, budget: int) -> tuple[list
     for name in PRIORITY:
         if name not in schedules:
             continue
+        schedule = None if name == "policy" else schedules[name] or (max_seq,)  # one call: (max_seq,)
         for length in lengths:
-            if name == "policy":
-                chunks = port.prefill_schedule(length)
-            else:
-                chunks = expand_schedule(schedules[name] or (length,), length)
+            chunks = port.prefill_schedule(length) if schedule is None else expand_schedule(schedule, length)
             if port.limits.refusal(chunks) is not None:
                 refused += 1
             elif (length, tuple(chunks)) not in seen:
                 seen.add((length, tuple(chunks)))
                 steps = min(decode_steps(length, window), max_seq - length - 1)
-                cases.append(Case(length, name, tuple(chunks), steps))
+                cases.append(Case(length, name, tuple(chunks), steps, schedule))
     chosen, spent = [], 0
     for case in cases:
         if spent + case.cost <= budget:
@@ -126,16 +127,12 @@ def schedules_rows(session: Session) -> Iterator[Row]:
     results: dict[int, list[tuple[Case, Judgement | str]]] = {}
     with session.built(PortSetup(max_seq)) as policy_port:
         cases, refused, dropped = plan(policy_port, window, max_seq, session.schedules_budget)
-    log.info("schedules grid: %d cases, %d port calls", len(cases), sum(case.cost for case in cases))
-    schedules = chunk_schedules(window, limits.max_chunk or max_seq)
-    for name in PRIORITY:
-        mine = [case for case in cases if case.name == name]
-        if not mine:
-            continue
-        schedule = None if name == "policy" else schedules[name] or (max_seq,)
-        with session.built(PortSetup(max_seq, prefill_schedule=schedule)) as port:
-            for case in mine:
-                results.setdefault(case.length, []).append((case, _judged(port, ids, case, reference)))
+        log.info("schedules grid: %d cases, %d port calls", len(cases), sum(case.cost for case in cases))
+        for schedule in dict.fromkeys(case.schedule for case in cases):  # a port per schedule, in plan order
+            setup = PortSetup(max_seq, prefill_schedule=schedule)
+            with contextlib.nullcontext(policy_port) if schedule is None else session.built(setup) as port:
+                for case in (case for case in cases if case.schedule == schedule):
+                    results.setdefault(case.length, []).append((case, _judged(port, ids, case, reference)))
     for length in sorted(results):
         yield _length_row(length, results[length])
     check = f"cases run: {len(cases)} ({refused} refused by the port's limits, {dropped} over the budget)"
