@@ -1,9 +1,19 @@
 """One conversation with a port, judged against HF: what the port returned at which positions of
 each row's token history, and HF's logits there from one forward over that whole history (no cache,
-batch 1), within the float32 tolerance table. The first position beyond it is the divergence."""
+batch 1), within the float32 tolerance table. The first position beyond it is the divergence.
+
+HF computes the same logits two ways, and they need not agree to the last bits: its one-pass forward
+and its own token-by-token decode over a ``DynamicCache`` differ on the 31B geometry by up to 5.6e-4
+in float32 (more than the float32 tolerance, 5.4e-4 there) and by 1.4e-5 even in float64 (from
+position 38 of a 64-token prompt; this runtime's one-token chunks equal HF's token-by-token decode
+exactly in float64). Where a port's logits leave the one-pass forward by more than the tolerance,
+the position is judged again against the tolerance plus HF's own disagreement there (its
+token-by-token decode of the same history, computed only then), so a port is never held to more
+than HF can agree with itself; that disagreement is reported beside the error."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -32,6 +42,7 @@ class Judgement:
     tolerance: float
     compared: int
     first: str | None = None
+    hf_disagreement: float = 0.0  # the largest of HF's own two computations' differences used as slack
 
     @property
     def diverged(self) -> bool:
@@ -44,24 +55,45 @@ def hf_history_logits(model, ids: torch.Tensor) -> torch.Tensor:
     return model(input_ids=ids[None], attention_mask=torch.ones_like(ids)[None]).logits[0]
 
 
-def judge(references: dict[int, torch.Tensor], observed: Observed) -> Judgement:
+@torch.no_grad()
+def hf_token_by_token_logits(model, ids: torch.Tensor) -> torch.Tensor:
+    """HF's logits ``(N, vocab)`` for ``ids (N,)`` fed one token at a time through its ``DynamicCache``."""
+    cache, steps = None, []
+    for token in ids:
+        output = model(input_ids=token.view(1, 1), cache=cache, use_cache=True)
+        cache = output.cache
+        steps.append(output.logits[0, -1])
+    return torch.stack(steps)
+
+
+def judge(
+    references: dict[int, torch.Tensor], observed: Observed, second: Callable[[int], torch.Tensor | None] | None = None
+) -> Judgement:
     """Compare every observed position of every row with HF's logits over that row's history
     (``references[row] (N, vocab)``, :func:`hf_history_logits`) within the float32 tolerance of those
-    logits (``tolerances.relative``); the first divergence named by row, position and kind (rows in
-    order, positions in order)."""
-    worst, compared, first = (0.0, tolerances.RELATIVE[torch.float32]), 0, None
+    logits (``tolerances.relative``); beyond it, within the tolerance plus HF's own disagreement there
+    with ``second(row)`` (HF's second computation of that row's logits, e.g.
+    :func:`hf_token_by_token_logits`; ``None``: none). The first divergence named by row, position and
+    kind (rows in order, positions in order)."""
+    worst, compared, first, slack_used = (0.0, tolerances.RELATIVE[torch.float32]), 0, None, 0.0
     for row, by_position in sorted(observed.logits.items()):
-        reference = references[row]
+        reference, other = references[row], None
         tolerance = tolerances.relative(torch.float32, reference[: max(by_position) + 1])
         for position in sorted(by_position):
             ours = by_position[position]
             same_shape = ours.shape == reference[position].shape
             error = float((ours.float() - reference[position]).abs().max()) if same_shape else float("inf")
             error = error if error == error else float("inf")  # NaN: as far as it gets
+            bound = tolerance
+            if error > tolerance and second is not None and error < float("inf"):
+                other = second(row) if other is None else other
+                if other is not None:
+                    slack = float((other[position] - reference[position]).abs().max())
+                    bound, slack_used = tolerance + slack, max(slack_used, slack)
             compared += 1
-            if error / tolerance > worst[0] / worst[1]:
-                worst = (error, tolerance)
-            if first is None and error > tolerance:
+            if error / bound > worst[0] / worst[1]:
+                worst = (error, bound)
+            if first is None and error > bound:
                 kind = observed.kinds[(row, position)]
-                first = f"row {row} position {position} ({kind}): {error:.3g} > {tolerance:.3g}"
-    return Judgement(worst[0], worst[1], compared, first)
+                first = f"row {row} position {position} ({kind}): {error:.3g} > {bound:.3g}"
+    return Judgement(worst[0], worst[1], compared, first, slack_used)

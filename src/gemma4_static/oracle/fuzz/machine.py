@@ -117,7 +117,7 @@ def machine_for(target: FuzzTarget, *, images: Any = None) -> type[RuleBasedStat
 
         def _judge(self, observed: Observed) -> None:
             references = {row: target.reference(self._history(row)) for row in observed.logits}
-            judgement = judge(references, observed)
+            judgement = judge(references, observed, lambda row: target.second(self._history(row)))
             if judgement.diverged:
                 self._fail(f"logits leave HF's at {judgement.first}")
 

@@ -18,6 +18,7 @@ from ...ports.base import Gemma4Port, PortLimits, PortSetup
 from ...ports.prompt import Prompt
 from ...spec import read_text_config
 from ..flow.port_calls import make_port
+from .episode import hf_token_by_token_logits
 
 POOL = 6  # built ports kept at once (the least recently used is closed)
 REFERENCES = 4096  # HF logits of text histories remembered (the oldest forgotten first)
@@ -40,7 +41,7 @@ class FuzzTarget:
     image_slots: tuple[tuple[int, int], ...] = ()
     keeps_conversation: bool = False
     pool: OrderedDict = field(default_factory=OrderedDict)
-    references: dict[tuple[int, ...], torch.Tensor] = field(default_factory=dict)
+    references: dict[tuple, torch.Tensor] = field(default_factory=dict)
     examples: int = 0  # examples started so far
     first_failure: tuple[int, float] | None = None  # (examples, seconds) when the first one failed
     started: float = field(default_factory=time.perf_counter)
@@ -102,6 +103,16 @@ class FuzzTarget:
         for port in self.pool.values():
             port.close()
         self.pool.clear()
+
+    def second(self, history: Prompt) -> torch.Tensor | None:
+        """HF's token-by-token logits over a text ``history`` (its second computation, asked for only
+        where a port leaves the one-pass forward: :mod:`.episode`); ``None`` with images."""
+        if history.pixel_values is not None:
+            return None
+        key = ("token by token", *history.input_ids[0].tolist())
+        if key not in self.references:
+            self.references[key] = hf_token_by_token_logits(self.model, history.input_ids[0])
+        return self.references[key]
 
     @torch.no_grad()
     def reference(self, history: Prompt) -> torch.Tensor:
