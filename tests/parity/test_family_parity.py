@@ -11,12 +11,14 @@ token, weighted, against HF's loop over the hit experts), a few fp32 ulps.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from gemma4_static.oracle.checks import parity, parity_masks
 from gemma4_static.oracle.checks.report import assert_rows_pass, merge
-from gemma4_static.oracle.checks.routing import MARGIN_BOUND, RoutingLedger, prefix_keys
+from gemma4_static.oracle.checks.routing import MARGIN_BOUND, RoutingLedger, is_structural_tie, prefix_keys
 from gemma4_static.oracle.flow.verify import CHECKS
 from gemma4_static.oracle.references.family import GEOMETRY_NAMES, TESTER_PATCHES
 from gemma4_static.oracle.references.hf import hf_prefill
@@ -175,6 +177,41 @@ def test_routing_ties_are_pinned_and_decided_disagreements_fail(tester_model):
     assert not torch.allclose(pinned.hidden_states[1][0, position], unpinned.hidden_states[1][0, position])
     # earlier tokens keep their experts (HF's per-expert batches change size, so only rounding moves)
     torch.testing.assert_close(pinned.hidden_states[1][0, :position], unpinned.hidden_states[1][0, :position])
+
+
+def test_a_tie_by_construction_is_decided_and_a_tie_by_rounding_pinned(tester_model):
+    """Margin 0 at the top-k boundary: where the two experts share one router row, ``torch.topk``'s
+    order decides on both sides, so another choice fails; where the rows differ (scores equal only by
+    rounding, as seen under one kernel set) it is a tie like any other, pinned."""
+    prompt = text_prompt(tester_model.config, [6])
+    keys = prefix_keys(prompt.input_ids[0].tolist())
+    proj = text_module(tester_model).layers[0].router.proj.weight
+    k = tester_model.config.get_text_config().top_k_experts
+    ranked = _hf_moe_io(tester_model, prompt)[0]["probabilities"][0].topk(k + 1).indices.tolist()
+    saved = proj.detach().clone()
+    try:
+        proj.data[ranked[k]] = proj.data[ranked[k - 1]]  # the k-th and (k+1)-th experts of token 0 tie
+        hf_choice = _hf_moe_io(tester_model, prompt)[0]["index"].view(-1, k)[0].tolist()
+        other = sorted(set(hf_choice) ^ {ranked[k - 1], ranked[k]})  # the tie settled the other way
+        assert len(other) == k and sorted(hf_choice) != other
+        outcomes = {}
+        for rule in ("construction", "rounding"):
+            ledger = RoutingLedger()
+            ledger.ours[(0, keys[0])] = tuple(other)
+            with pytest.MonkeyPatch.context() as patch:
+                if rule == "rounding":  # the same bitwise tie, told apart from identical router rows
+                    patch.setattr("gemma4_static.oracle.checks.routing.is_structural_tie", lambda *_: False)
+                with ledger.active(tester_model):
+                    hf_prefill(tester_model, prompt)
+            outcomes[rule] = (len(ledger.decided), len(ledger.ties))
+        assert outcomes == {"construction": (1, 0), "rounding": (0, 1)}
+        nudged = proj.detach().clone()
+        nudged[ranked[k]] = torch.nextafter(nudged[ranked[k]], torch.full_like(nudged[ranked[k]], 1e9))
+        router = SimpleNamespace(proj=SimpleNamespace(weight=nudged))
+        assert not is_structural_tie(router, ranked[k - 1], ranked[k])
+        assert is_structural_tie(SimpleNamespace(proj=SimpleNamespace(weight=proj)), ranked[k - 1], ranked[k])
+    finally:
+        proj.data.copy_(saved)
 
 
 @pytest.mark.family

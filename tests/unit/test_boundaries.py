@@ -32,6 +32,10 @@ def test_ids_inside_the_vocabulary_are_taken_and_the_first_outside_refused(runti
     vocab = _vocab(runtime)
     token = data.draw(around(0, vocab - 1), label="id")
     ids = torch.tensor([[2, 7, token]])
+    if token == runtime.spec.image_token_id:  # inside the vocabulary, but only an image slot may hold it
+        with pytest.raises(ValueError, match="image placeholder tokens, but the layout has no image slot"):
+            runtime.prefill(ids)
+        return
     if 0 <= token < vocab:
         assert runtime.prefill(ids).shape == (1, vocab)
         assert runtime.decode_one(torch.tensor([[token]])).shape == (1, vocab)

@@ -9,8 +9,10 @@ judged like greedy tokens (:mod:`..numerics.metrics`): a **decided** disagreemen
 log-probability gap between its ``k``-th and ``k+1``-th expert, above :data:`MARGIN_BOUND`) fails;
 at a **tie** HF is pinned to this runtime's choice, computed by HF's own formula from HF's own
 probabilities, so the stages downstream stay comparable; ties are counted and the closest named.
-An exact tie (HF's two probabilities bitwise equal, e.g. two experts with one router row) is no
-coin toss: ``torch.topk``'s order decides it, this runtime must follow it, so it counts as decided.
+A tie by construction (two experts with one router row: bitwise equal scores on both sides) is no
+coin toss: ``torch.topk``'s order decides it, this runtime must follow it, so it counts as decided;
+two probabilities equal only by rounding (seen once in 200,000 choices under the ``baseline`` kernel
+set) are a tie like any other.
 
 Tokens are matched across the two sides by (layer, the ids of the token and every token before it
 in its row), which holds across batching, padding layouts, chunks and decode steps (HF's per-row
@@ -211,8 +213,8 @@ class _HFPinner:
             if len(self.keys) != index.shape[0]:
                 return output
             k = index.shape[-1]
-            top = probabilities.topk(k + 1, dim=-1).values.log()
-            margins = (top[:, k - 1] - top[:, k]).tolist()
+            top = probabilities.topk(k + 1, dim=-1)
+            margins = (top.values[:, k - 1].log() - top.values[:, k].log()).tolist()
             weights, index = weights.clone(), index.clone()
             for token, key in enumerate(self.keys):
                 ours = None if key is None else self.ledger.ours.get((layer, key))
@@ -221,11 +223,12 @@ class _HFPinner:
                 self.ledger.matched += 1
                 if tuple(sorted(index[token].tolist())) == ours:
                     continue
-                where = f"layer {layer} token {token}"
-                if margins[token] > MARGIN_BOUND or margins[token] == 0.0:  # 0: an exact tie, HF's order
-                    self.ledger.decided.append(f"{where}: HF {sorted(index[token].tolist())}, ours {list(ours)}")
+                where, margin = f"layer {layer} token {token}", margins[token]
+                if margin > MARGIN_BOUND or is_structural_tie(router, *top.indices[token, k - 1 :].tolist()):
+                    hf = sorted(index[token].tolist())
+                    self.ledger.decided.append(f"{where}: HF {hf}, ours {list(ours)} (HF margin {margin:.2g})")
                     continue
-                self.ledger.ties.append((margins[token], where))
+                self.ledger.ties.append((margin, where))
                 chosen = torch.tensor(ours)
                 picked = probabilities[token, chosen]
                 index[token] = chosen
@@ -233,3 +236,11 @@ class _HFPinner:
             return probabilities, weights, index
 
         return hook
+
+
+def is_structural_tie(router: Any, last: int, next_: int) -> bool:
+    """Whether HF's ``k``-th and ``k+1``-th experts tie by construction (one router row for both, so
+    both sides compute the same score bitwise and ``torch.topk``'s order decides): a decided choice.
+    Two scores equal by rounding are a tie like any other."""
+    weight = router.proj.weight
+    return bool(torch.equal(weight[last], weight[next_]))

@@ -124,8 +124,7 @@ def schedules_rows(session: Session) -> Iterator[Row]:
     longest = max(length + decode_steps(length, window) for length in prompt_lengths(window, 4 * window + 3))
     max_seq = session.capped(longest + 1)
     ids = text_prompt(session.config, [max_seq], seed=SEEDS["schedules"]).input_ids
-    reference = hf_history_logits(session.model, ids[0])
-    second = functools.cache(lambda row: hf_token_by_token_logits(session.model, ids[0]))  # asked only past tolerance
+    references = _hf_references(session, ids[0])
     results: dict[int, list[tuple[Case, Judgement | str]]] = {}
     with session.built(PortSetup(max_seq)) as policy_port:
         cases, refused, dropped = plan(policy_port, window, max_seq, session.schedules_budget)
@@ -134,16 +133,35 @@ def schedules_rows(session: Session) -> Iterator[Row]:
             setup = PortSetup(max_seq, prefill_schedule=schedule)
             with contextlib.nullcontext(policy_port) if schedule is None else session.built(setup) as port:
                 for case in (case for case in cases if case.schedule == schedule):
-                    results.setdefault(case.length, []).append((case, _judged(port, ids, case, reference, second)))
+                    results.setdefault(case.length, []).append((case, _judged(port, ids, case, references)))
     for length in sorted(results):
         yield _length_row(length, results[length])
     check = f"cases run: {len(cases)} ({refused} refused by the port's limits, {dropped} over the budget)"
     yield Row("schedules", check, "cases", len(cases), float("inf"))
 
 
-def _judged(
-    port: Gemma4Port, ids: torch.Tensor, case: Case, reference: torch.Tensor, second: Callable
-) -> Judgement | str:
+References = Callable[[Case], tuple[torch.Tensor, Callable[[int], torch.Tensor]]]
+
+
+def _hf_references(session: Session, ids: torch.Tensor) -> References:
+    """For a case just run: HF's one-pass logits over its history (a prefix of ``ids (N,)``) and, asked
+    only past the tolerance, HF's token-by-token logits (:func:`..fuzz.episode.judge`). One forward
+    over ``ids`` serves every case, except where expert choices are recorded (a MoE model on this
+    runtime in float32): there HF runs each case's history after the case, pinned at routing ties to
+    that run's own choices (:mod:`..checks.routing`), since another chunking may settle a tie otherwise."""
+    model = session.model
+    if session.routing is None:
+        shared = hf_history_logits(model, ids), functools.cache(lambda row: hf_token_by_token_logits(model, ids))
+        return lambda case: shared
+
+    def pinned(case: Case) -> tuple[torch.Tensor, Callable[[int], torch.Tensor]]:
+        history = ids[: case.length + case.steps]
+        return hf_history_logits(model, history), functools.cache(lambda row: hf_token_by_token_logits(model, history))
+
+    return pinned
+
+
+def _judged(port: Gemma4Port, ids: torch.Tensor, case: Case, references: References) -> Judgement | str:
     """The case's judgement, or the port's traceback when it raised (``NotExposed`` and an error of the
     checks themselves propagate)."""
     try:
@@ -154,6 +172,7 @@ def _judged(
         if raised_in(error) == "oracle":
             raise
         return traceback.format_exc()
+    reference, second = references(case)
     return judge({0: reference}, observed, second)
 
 
