@@ -1,9 +1,10 @@
 """gemma4-static: a static-shape runtime for Gemma 4, checked stage by stage against transformers.
 
-Layers, each importing only those below it (an import contract in the suite enforces it):
+Layers, each importing only those below it (import contracts in the suite enforce them):
 ``spec`` (the one Hugging Face adapter) <- ``cpu`` (inputs, masks, RoPE, cache) and ``npu``
-(fixed-shape stages) <- ``stack`` (the decoder layers over the cache) <- ``runtime`` <- ``export``
-<- ``oracle`` (HF as the reference, the parity checks, verify) <- ``cli``.
+(fixed-shape stages) <- ``stack`` (the decoder layers over the cache) <- ``quant`` <- ``executorch``
+(backends, lowering, programs) <- ``runtime`` <- ``export`` <- ``ports`` <- ``oracle`` (HF as the
+reference, the parity checks, verify) <- ``commands`` (the command line, the pytest plugin).
 """
 
 from importlib import metadata as _metadata

@@ -1,7 +1,7 @@
-"""``python -m gemma4_static verify``: the command line of :mod:`gemma4_static.cli`."""
+"""``python -m gemma4_static verify``: the command line of :mod:`gemma4_static.commands.cli`."""
 
 import sys
 
-from .cli import main
+from .commands.cli import main
 
 sys.exit(main())

@@ -15,8 +15,8 @@ import torch
 from torch import nn
 
 from .cpu.vision import build_vision_inputs, fit_patches
-from .edge import runs_on_npu
 from .npu.decoder import MODES
+from .npu.stages import runs_on_npu
 from .runtime import StaticGemma4Runtime
 
 
@@ -136,9 +136,9 @@ def export_stages(runtime: StaticGemma4Runtime, folder: str | Path, *, format: s
             torch.export.save(program, folder / entry["file"])
             entry["outputs"] = _describe(program.module()(*case.args))
         else:
-            from .edge import lower
+            from .executorch.stage_programs import stage_program
 
-            lowered = lower(case.module, case.args)
+            lowered = stage_program(case.module, case.args)
             (folder / entry["file"]).write_bytes(lowered.buffer)
             entry.update(delegated_subgraphs=lowered.delegated, portable_operators=list(lowered.portable))
             entry["outputs"] = _describe(case.module(*case.args))

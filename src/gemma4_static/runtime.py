@@ -20,11 +20,9 @@ from .cpu.greedy import greedy
 from .cpu.inputs import StaticInputs, build_static_inputs, check_eos_token_ids, check_next_ids, llm_ids
 from .cpu.layout import StaticLayout, image_slots_argument, vision_profiles_argument
 from .cpu.schedule import expand_schedule
-from .edge import backend_stages
+from .executorch.backends import Backend, backend_named
 from .multimodal import fuse_images
 from .npu.stages import build_stages
-from .program import CacheProgram
-from .quant import quantization_of
 from .spec import read_model
 from .stack import LayerStack
 
@@ -55,7 +53,7 @@ class StaticGemma4Runtime:
     ``modules`` are the PyTorch stages (what export reads); ``stages`` are what runs: the modules
     (``backend="torch"``) or their ExecuTorch programs (``"executorch-stages"``: a program per stage,
     the cache passed in and out). ``backend="executorch"`` runs the text model as one program with
-    the KV cache inside it (``program``, :class:`~gemma4_static.program.CacheProgram`; images
+    the KV cache inside it (``program``, :class:`~gemma4_static.executorch.cache_program.CacheProgram`; images
     still go through the vision and fusion programs). ``prefill_chunk``: prefill in fixed chunks.
     ``image_slots`` ``[(start, tokens), ...]`` are where a row's images go (any slot may hold text
     instead; ``visual_start_idx``/``num_visual_tokens`` is the one-slot shorthand); each slot's
@@ -79,7 +77,7 @@ class StaticGemma4Runtime:
         prefill_chunk: int | None = None,
         vision_profile: int | list[int] | None = None,
         sliding_cache: str = "ring",
-        backend: str = "torch",
+        backend: str | Backend = "torch",
         mask_value: float | None = None,
         quant: str | None = None,
     ) -> None:
@@ -91,11 +89,11 @@ class StaticGemma4Runtime:
         if self.layout.has_image_slot and weights.vision is None:
             raise ValueError("image slots need a model with a vision tower")
         self.modules = build_stages(self.spec, weights, image_slots=self.layout.image_slots)
-        self.quantization = quantization_of(self.modules, quant, backend)
-        self.stages = backend_stages(self.modules, backend, self.quantization)
+        self.backend = backend_named(backend)
+        self.quantization = self.backend.quantization(self.modules, quant)
+        self.stages = self.backend.stages(self.modules, self.quantization)
         self.stack = LayerStack(self.spec, self.stages.layers, self.layout, self.mask_value)
-        in_program = backend == "executorch"  # the text stages as one program, the KV cache inside it
-        self.program = CacheProgram(self.modules, self.stack, self.quantization) if in_program else None
+        self.program = self.backend.program(self.modules, self.stack, self.quantization)
         self.prefilled = False
 
     def calibrate(self, run: Callable[[], Any]) -> None:

@@ -15,7 +15,7 @@ import torch
 
 pytest.importorskip("executorch", reason="the executorch extra is not installed (pip install '.[executorch]')")
 
-from gemma4_static.edge import EdgeStage
+from gemma4_static.executorch.stage_programs import EdgeStage
 from gemma4_static.oracle.checks import parity
 from gemma4_static.oracle.checks.report import assert_rows_pass, merge
 from gemma4_static.oracle.faults.catalogue import faults_named

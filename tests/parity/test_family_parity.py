@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from gemma4_static.commands.pytest_items import check_group, port_session
 from gemma4_static.oracle.checks import parity, parity_masks
 from gemma4_static.oracle.checks.report import assert_rows_pass, merge
 from gemma4_static.oracle.checks.routing import MARGIN_BOUND, RoutingLedger, is_structural_tie, prefix_keys
@@ -25,7 +26,6 @@ from gemma4_static.oracle.references.hf import hf_prefill
 from gemma4_static.oracle.references.models import build_default_model
 from gemma4_static.oracle.references.samples import Prompt, text_prompt
 from gemma4_static.ports.static import StaticRuntimePort
-from gemma4_static.pytest_items import check_group, port_session
 from gemma4_static.runtime import StaticGemma4Runtime
 from gemma4_static.spec import text_module
 

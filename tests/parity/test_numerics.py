@@ -12,7 +12,7 @@ import torch
 from hypothesis import event, example, given
 from hypothesis import strategies as st
 
-from gemma4_static import cli
+from gemma4_static.commands import cli
 from gemma4_static.oracle.checks.report import assert_rows_pass, format_row
 from gemma4_static.oracle.faults.catalogue import faults_named
 from gemma4_static.oracle.flow.verify import run_verification

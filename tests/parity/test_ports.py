@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from gemma4_static import cli
+from gemma4_static.commands import cli
+from gemma4_static.commands.pytest_items import check_group, port_session
 from gemma4_static.oracle.flow.verify import CHECKS
-from gemma4_static.pytest_items import check_group, port_session
 from tests.reports import read_report
 
 pytestmark = pytest.mark.ports

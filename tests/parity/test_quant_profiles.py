@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from PIL import Image, ImageStat
 
-from gemma4_static import cli
+from gemma4_static.commands import cli
 from gemma4_static.oracle.checks.report import assert_rows_pass, format_row
 from gemma4_static.oracle.faults.catalogue import faults_named
 from gemma4_static.oracle.faults.self_test import run_fault

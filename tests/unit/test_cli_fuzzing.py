@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gemma4_static import cli
+from gemma4_static.commands import cli
 from gemma4_static.oracle.flow import verify
 
 NUMBERS = st.one_of(

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gemma4_static import cli, fuzz_command
+from gemma4_static.commands import cli
+from gemma4_static.commands import fuzz as fuzz_command
 from gemma4_static.oracle.checks.verdict import ExitCode
 from gemma4_static.oracle.faults.port_faults import FAULTY_PORTS, MODULE, WrappedRuntimePort
 from gemma4_static.oracle.flow.verify import CHECKS, verify

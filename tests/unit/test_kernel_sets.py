@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gemma4_static import cli
+from gemma4_static.commands import cli
 from gemma4_static.oracle.numerics import kernel_sets
 from gemma4_static.oracle.numerics.kernel_sets import KERNEL_SETS, MARKER, check_active, kernel_set_named
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gemma4_static import cli
+from gemma4_static.commands import cli
 from gemma4_static.oracle.checks import parity
 from gemma4_static.oracle.faults.catalogue import CATALOGUE, FAULT_NAMES, faults_named
 from gemma4_static.oracle.faults.self_test import format_result, run_fault

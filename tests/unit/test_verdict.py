@@ -11,7 +11,8 @@ from dataclasses import replace
 
 import pytest
 
-from gemma4_static import cli, verify_command
+from gemma4_static.commands import cli
+from gemma4_static.commands import verify as verify_command
 from gemma4_static.oracle.checks import parity
 from gemma4_static.oracle.checks.report import Row, explained, format_row, skip_row
 from gemma4_static.oracle.checks.verdict import ExitCode, Verdict

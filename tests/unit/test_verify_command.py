@@ -9,7 +9,8 @@ import sys
 import pytest
 import torch
 
-from gemma4_static import cli, export_command
+from gemma4_static.commands import cli
+from gemma4_static.commands import export as export_command
 from gemma4_static.cpu import vision as cpu_vision
 from gemma4_static.cpu.rope import build_rope
 from gemma4_static.ports import static as static_port
@@ -187,11 +188,11 @@ def test_verify_without_its_extra_says_what_to_install(monkeypatch, capsys):
     """Pillow comes with the ``verify`` extra, not with the runtime; without it the command says so.
     In-process: PIL made unimportable and the oracle and the command forgotten, so they are imported afresh."""
     monkeypatch.setitem(sys.modules, "PIL", None)
-    import gemma4_static.verify_command
+    import gemma4_static.commands.verify
 
-    for package in ("oracle", "verify_command"):  # the fresh import rebinds them
-        monkeypatch.setattr(gemma4_static, package, getattr(gemma4_static, package))
-    fresh = ("gemma4_static.oracle", "gemma4_static.verify_command")
+    monkeypatch.setattr(gemma4_static, "oracle", gemma4_static.oracle)  # the fresh import rebinds them
+    monkeypatch.setattr(gemma4_static.commands, "verify", gemma4_static.commands.verify)
+    fresh = ("gemma4_static.oracle", "gemma4_static.commands.verify")
     for name in [name for name in sys.modules if name.startswith(fresh)]:
         monkeypatch.delitem(sys.modules, name)
     assert cli.main(["verify"]) == 2

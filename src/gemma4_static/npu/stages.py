@@ -42,3 +42,9 @@ def build_stages(spec: ModelSpec, weights: ModelWeights, *, image_slots: tuple[t
         ),
         lm_head=LMHead(weights.final_norm, weights.lm_head, spec.rms_norm_eps, spec.final_logit_softcapping),
     )
+
+
+def runs_on_npu(stage: object) -> bool:
+    """Whether ``stage`` is deployed (a stage that only fills an empty tensor, like a model's missing
+    per-layer inputs, stays on the CPU side)."""
+    return getattr(stage, "runs_on_npu", True)

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ...executorch.backends import backend_named
 from ...ports.base import Gemma4Port, NotExposed, PortPrefill, PortSetup
 from ...ports.registry import build_port, port_factory
 from ...ports.static import StaticRuntimePort
@@ -80,7 +81,7 @@ def make_port(
     naming one of those options (a usage error)."""
     factory = port_factory(name)
     own = factory is StaticRuntimePort
-    if not own and (backend != "torch" or mask_value is not None or quant is not None):
+    if not own and (not backend_named(backend).eager or mask_value is not None or quant is not None):
         raise ValueError(f"backend and mask_value are options of the gemma4-static runtime, not of port {name!r}")
     log.info("building port %s for %s", name, setup)
     try:

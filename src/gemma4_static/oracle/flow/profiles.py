@@ -7,8 +7,10 @@ from typing import Any
 
 import torch
 
+from ...executorch.backends import backend_named
+from ...executorch.xnnpack_quant import XnnpackQuantization
 from ...ports.registry import DEFAULT_PORT, declared_limits, port_factory
-from ...quant import Scheme, XnnpackQuantization, parse_scheme
+from ...quant import Scheme, parse_scheme
 from ..numerics.gates import GATES, quant_gate
 
 PROFILES = (torch.float32, *GATES)  # float32 is checked against HF float32, the others against float64
@@ -41,7 +43,7 @@ def integer_scheme(quant: str, dtype: torch.dtype, backend: str, port: str) -> S
             f"quant runs this project's runtime in float32 (fake-quantized PyTorch stages or XNNPACK programs), "
             f"not port {port!r} in {str(dtype).removeprefix('torch.')}"
         )
-    if backend != "torch":
+    if not backend_named(backend).eager:
         XnnpackQuantization(scheme)  # a ValueError naming what XNNPACK cannot run
     quant_gate(scheme.name, backend)  # a ValueError for a scheme without gates there
     return scheme

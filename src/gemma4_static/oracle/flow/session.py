@@ -17,10 +17,12 @@ from typing import Any
 
 import torch
 
+from ...executorch.backends import backend_named
+from ...executorch.xnnpack_quant import XnnpackQuantization
 from ...ports.base import Gemma4Port, NotExposed, PortPrefill, PortSetup
 from ...ports.registry import DEFAULT_PORT, declared_limits, port_factory
 from ...ports.static import StaticRuntimePort
-from ...quant import QuantProfile, XnnpackQuantization
+from ...quant import QuantProfile
 from ...runtime import PrefillOutputs, StaticGemma4Runtime
 from ...spec import read_text_config
 from ..checks.routing import RoutingLedger
@@ -223,7 +225,7 @@ def _prepared(
         session.quant = runtime.quantization
         session.hf_model, _ = calibrated_hf(model, scheme, calibration)
     moe = model.config.get_text_config().enable_moe_block
-    if moe and session.is_runtime and backend == "torch" and dtype == torch.float32:
+    if moe and session.is_runtime and backend_named(backend).eager and dtype == torch.float32:
         session.routing = RoutingLedger()
     log.info("prefilling the sample prompt (%d x %d tokens) on %s", *prompt.input_ids.shape, under_test.name)
     with session.recording(), session.routing_active():

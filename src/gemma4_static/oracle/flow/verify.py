@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from ...executorch.backends import backend_named
 from ...export import stage_cases
 from ...ports.base import PortSetup
 from ...ports.registry import DEFAULT_PORT
@@ -76,7 +77,7 @@ def mask_value_rows(session: Session) -> Iterator[Row]:
 def overflow_rows(session: Session) -> Iterator[Row]:
     """The largest activation of every stage and layer over the prefill and decode, with headroom
     (PyTorch backend: the ExecuTorch programs' activations are not observable, see :mod:`..numerics.overflow`)."""
-    if session.backend == "torch":
+    if backend_named(session.backend).eager:
         yield from overflow.overflow_rows(session.ranges, session.dtype)
 
 

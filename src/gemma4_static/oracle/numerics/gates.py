@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ...executorch.backends import backend_named
 from .metrics import ulp
 
 
@@ -151,7 +152,7 @@ QUANT_GATES = {
     ),
 }
 
-# The schemes XNNPACK runs, as quantized programs (:mod:`gemma4_static.quant.xnnpack`: PT2E with
+# The schemes XNNPACK runs, as quantized programs (:mod:`gemma4_static.executorch.xnnpack_quant`: PT2E with
 # ExecuTorch's XNNPACKQuantizer, int8 at each projection's input *and output*, histogram observer,
 # and the vision stage's patch and embedding projections too), measured as stage programs on tiny,
 # e2b-vision and the E2B geometry (1139 s, lowering most of it). Its extra quantization points cost
@@ -165,7 +166,7 @@ XNNPACK_GATES = {"a8w8": _integer_gate((38, 23, 24, 9, 11, 8, 7, 9), margin=17.0
 
 def quant_gate(scheme: str, backend: str) -> Gate:
     """The gate of integer scheme ``scheme`` on ``backend`` (a ``ValueError`` where it has none)."""
-    gates = QUANT_GATES if backend == "torch" else XNNPACK_GATES
+    gates = QUANT_GATES if backend_named(backend).eager else XNNPACK_GATES
     if scheme not in gates:
         raise ValueError(f"quant scheme {scheme!r} has no gates on backend {backend!r}; gated: {list(gates)}")
     return gates[scheme]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..numerics.sensitivity_report import as_json, table_lines, write_chart
-from .sensitivity import run_sensitivity
+from ..oracle.flow.sensitivity import run_sensitivity
+from ..oracle.numerics.sensitivity_report import as_json, table_lines, write_chart
 
 
 def chart_path(json_path: Path | None, name: str, scheme: str) -> Path:

@@ -28,8 +28,8 @@ def port_session(port: str, model: str, dtype: str) -> Any:
     if key not in _sessions:
         import torch
 
-        from .oracle.flow.session import open_session
-        from .oracle.references.models import build_default_model
+        from ..oracle.flow.session import open_session
+        from ..oracle.references.models import build_default_model
 
         with torch.no_grad():
             _sessions[key] = open_session(build_default_model(model), dtype=getattr(torch, dtype), port=port)
@@ -40,7 +40,7 @@ def judge(rows: list[Any], port: Any) -> None:
     """A group's outcome from its rows (statuses already set, XFAIL where the port documents a
     failure): ``AssertionError`` naming the first failing row; an expected failure when every failure
     is documented; a skip when nothing was compared (every row skipped, or measured only)."""
-    from .oracle.checks.report import format_row
+    from ..oracle.checks.report import format_row
 
     failed = [row for row in rows if row.failed]
     if failed:
@@ -62,7 +62,7 @@ def check_group(
     a test body, for this plugin and for a suite's own lane."""
     import torch
 
-    from .oracle.flow.verify import run_group
+    from ..oracle.flow.verify import run_group
 
     session = port_session(port, model, dtype)
     budget = OPTIONS.get("--gemma4-schedules-budget")
@@ -113,8 +113,8 @@ class FuzzShard(_SpecItem):
     divergence fails with its reproduction's path."""
 
     def runtest(self) -> None:
-        from .oracle.fuzz import FuzzTarget, fuzz
-        from .oracle.references.models import build_default_model
+        from ..oracle.fuzz import FuzzTarget, fuzz
+        from ..oracle.references.models import build_default_model
 
         port, model, shard, shards = self.spec
         examples = -(-OPTIONS["--gemma4-fuzz"] // shards)

@@ -34,8 +34,8 @@ def exit_code_of(command: str, body: Callable[[], int]) -> int:
     """``body()``'s exit code; its errors as exit codes, each with one message on stderr: a
     ``ValueError`` is a usage error (2), the port's error names the port with its traceback (3), any
     other is an internal error of the suite with its traceback (4)."""
-    from .oracle.checks.verdict import ExitCode
-    from .oracle.flow.port_calls import PortRaised
+    from ..oracle.checks.verdict import ExitCode
+    from ..oracle.flow.port_calls import PortRaised
 
     try:
         return body()

@@ -1,7 +1,7 @@
 """The integer profiles ExecuTorch's XNNPACK backend runs: PT2E quantization with ExecuTorch's
 ``XNNPACKQuantizer`` of every stage program that holds projections (the decoder layers, the PLE
-stage, the vision encoder; :mod:`gemma4_static.edge`) or of the one-program form's methods
-(:mod:`gemma4_static.program`), then the usual XNNPACK lowering.
+stage, the vision encoder; :mod:`gemma4_static.executorch.stage_programs`) or of the one-program form's methods
+(:mod:`gemma4_static.executorch.cache_program`), then the usual XNNPACK lowering.
 
 ``a8w8`` maps to ``get_symmetric_quantization_config(is_per_channel=True)`` on ``aten.linear`` only:
 int8 per-tensor activations at every projection's input *and output* (XNNPACK's static quantized
@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .schemes import Scheme
+from ..quant.schemes import Scheme
 
 XNNPACK_SCHEMES = ("a8w8",)
 QUANTIZED_STAGES = ("DecoderLayer", "PerLayerInputs", "VisionEncoder")  # the stages with projections

@@ -20,9 +20,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .decoder import DecoderLayer
-from .embedding import NoPerLayerInputs, PerLayerInputs, TokenEmbedding
-from .lm_head import LMHead
+from ..npu.decoder import DecoderLayer
+from ..npu.embedding import NoPerLayerInputs, PerLayerInputs, TokenEmbedding
+from ..npu.lm_head import LMHead
 
 
 class CachedStack(nn.Module):

@@ -1,4 +1,4 @@
-"""The CPU side of the cache-in-program form (:mod:`~gemma4_static.program`): each call's inputs
+"""The CPU side of the cache-in-program form (:mod:`~gemma4_static.executorch.cache_program`): each call's inputs
 from the :class:`~gemma4_static.stack.LayerStack`'s own mask table and cache bookkeeping
 (:func:`step_inputs`, the convention ``bundle.CONVENTION`` states), a prompt fed in calls of the
 prefill method's length (:func:`prefill_logits`) and that length (:func:`prefill_method_tokens`).
@@ -11,10 +11,10 @@ from typing import Any
 
 import torch
 
-from .cpu.inputs import StaticInputs
-from .cpu.layout import StaticLayout
-from .cpu.schedule import chunk_starts
-from .stack import LayerStack
+from ..cpu.inputs import StaticInputs
+from ..cpu.layout import StaticLayout
+from ..cpu.schedule import chunk_starts
+from ..stack import LayerStack
 
 PREFILL_TOKENS = 256  # the prefill method's length without a prefill_chunk, where it tiles the layout
 

@@ -4,7 +4,7 @@ buffers (ExecuTorch's memory planning with ``share_mutable_buffers``), plus a ma
 calling convention a runner in any language can follow (:data:`CONVENTION`).
 
 The CPU side stays with the caller: positions, the additive masks per layer type and the cache
-slots each step's K/V go to (:func:`~gemma4_static.program_inputs.step_inputs` builds them from the
+slots each step's K/V go to (:func:`~gemma4_static.executorch.step_inputs.step_inputs` builds them from the
 runtime's own mask table and cache bookkeeping; a C++ runner builds them from the manifest).
 """
 
@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .program import cached_stack, lower_program
-from .program_inputs import prefill_method_tokens
-from .runtime import StaticGemma4Runtime
-from .spec import SLIDING_ATTENTION
+from ..spec import SLIDING_ATTENTION
+from .cache_program import cached_stack, lower_program
+from .step_inputs import prefill_method_tokens
+
+if TYPE_CHECKING:
+    from ..runtime import StaticGemma4Runtime
 
 CONVENTION = """\
 Each call feeds S tokens per row (S = the method's "tokens"); rows are padded on the right, a row's

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..executorch.backends import BACKENDS, backend_named
+
 DATABASE = Path(".hypothesis") / "gemma4-fuzz"  # failing examples, kept between runs (shareable)
 
 
@@ -35,7 +37,7 @@ def add_parser(commands: Any, bounded: Any, configs: tuple[str, ...]) -> None:
     )
     fuzz.add_argument(
         "--backend",
-        choices=("torch", "executorch", "executorch-stages"),
+        choices=tuple(BACKENDS),
         default="torch",
         help="this runtime's backend (port gemma4-static only)",
     )
@@ -46,12 +48,12 @@ def add_parser(commands: Any, bounded: Any, configs: tuple[str, ...]) -> None:
 def run_fuzz(args: argparse.Namespace) -> int:
     """Build the target, fuzz it, print the outcome; the exit code (a ``ValueError``, the port's error and
     the suite's own propagate to the command line's one mapping of them, ``cli``)."""
-    from .oracle.checks.verdict import ExitCode
-    from .oracle.fuzz import FuzzTarget, fuzz
-    from .oracle.references.models import build_default_model
+    from ..oracle.checks.verdict import ExitCode
+    from ..oracle.fuzz import FuzzTarget, fuzz
+    from ..oracle.references.models import build_default_model
 
     started = time.perf_counter()
-    options = {} if args.backend == "torch" else {"backend": args.backend}
+    options = {} if backend_named(args.backend).eager else {"backend": args.backend}
     target = FuzzTarget.of(args.port, build_default_model(args.config), max_seq=args.max_seq, **options)
     print(
         f"gemma4-static fuzz: port {args.port} on {args.config} ({args.backend}, max_seq {target.max_seq}, "

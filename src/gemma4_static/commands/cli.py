@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from . import fuzz_command
-from .command_output import exit_code_of, progress
+from ..executorch.backends import BACKENDS
+from . import fuzz as fuzz_command
+from .output import exit_code_of, progress
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # verification never reaches the network
 
@@ -109,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--no-export", action="store_true", help="skip the torch.export round-trip")
     verify.add_argument(
         "--backend",
-        choices=("torch", "executorch", "executorch-stages"),
+        choices=tuple(BACKENDS),
         default="torch",
         help="run the NPU stages as PyTorch modules or on ExecuTorch (needs the executorch extra): executorch = the "
         "text model as one program with the KV cache inside it, executorch-stages = one program per stage",
@@ -168,7 +169,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return __version__
 
@@ -176,14 +177,14 @@ def _version() -> str:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "export":
-        from .export_command import run_export
+        from .export import run_export
 
         return run_export(args)
     if args.command == "fuzz":
         with progress(args.quiet):
             return exit_code_of("fuzz", lambda: fuzz_command.run_fuzz(args))
     if args.command == "kernels" or args.kernel_set is not None:
-        from .oracle.numerics.kernel_sets import describe, rerun_under
+        from ..oracle.numerics.kernel_sets import describe, rerun_under
 
         try:
             if args.command == "kernels":
@@ -197,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         if code is not None:
             return code
     try:
-        from .verify_command import run_verify
+        from .verify import run_verify
     except ModuleNotFoundError as error:
         print(
             f"gemma4-static verify: {error.name} is missing; "

@@ -12,13 +12,14 @@ from typing import TextIO
 
 import torch
 
-from .oracle.checks.report import Row, format_row
-from .oracle.checks.report_json import report_document, run_metadata, write_report
-from .oracle.checks.verdict import ExitCode
-from .oracle.flow import verify  # looked up per call: a test's substitute must not outlive it
-from .oracle.flow.sample_plan import SEEDS
-from .oracle.numerics.kernel_sets import active_kernels
-from .oracle.references import checkpoints, models  # looked up per call: tests substitute their builders
+from ..executorch.backends import backend_named
+from ..oracle.checks.report import Row, format_row
+from ..oracle.checks.report_json import report_document, run_metadata, write_report
+from ..oracle.checks.verdict import ExitCode
+from ..oracle.flow import verify  # looked up per call: a test's substitute must not outlive it
+from ..oracle.flow.sample_plan import SEEDS
+from ..oracle.numerics.kernel_sets import active_kernels
+from ..oracle.references import checkpoints, models  # looked up per call: tests substitute their builders
 
 
 def colour_on(stream: TextIO) -> bool:
@@ -49,10 +50,10 @@ def run_verify(args: argparse.Namespace) -> int:
     if unknown:
         return _usage(f"--without names unknown checks {unknown}; expected some of {list(verify.CHECKS)}")
     checks = tuple(check for check in verify.CHECKS if check not in args.without)
-    if args.sensitivity and (args.quant is None or args.backend != "torch"):
+    if args.sensitivity and (args.quant is None or not backend_named(args.backend).eager):
         return _usage("--sensitivity needs --quant SCHEME on backend torch")
     if args.self_test:
-        from .oracle.faults.self_test import self_test_command
+        from .self_test import self_test_command
 
         dtype = getattr(torch, args.dtype)
         return self_test_command(model, name, args.fault, checks, dtype, args.backend, started, quant=args.quant)
@@ -93,7 +94,7 @@ def _report(args: argparse.Namespace, model: object, name: str, checks: tuple[st
     print(f"verify: {verdict.summary()} ({time.perf_counter() - started:.1f} s)")
     extra = None
     if args.sensitivity:
-        from .oracle.flow.sensitivity_command import sensitivity_section
+        from .sensitivity import sensitivity_section
 
         extra = sensitivity_section(model, name, args.quant, args.json, max_seq=args.max_seq)
     if args.json is not None:

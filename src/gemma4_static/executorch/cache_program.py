@@ -4,8 +4,8 @@ the cache buffers (ExecuTorch's memory planning with ``share_mutable_buffers``).
 
 The CPU side stays outside the program: positions, the additive masks per layer type and the cache
 slots each step's K/V go to come from the :class:`~gemma4_static.stack.LayerStack`'s own mask table
-and cache bookkeeping (:mod:`~gemma4_static.program_inputs`). :class:`CacheProgram` is what the
-runtime's ``backend="executorch"`` drives; :mod:`~gemma4_static.bundle` writes the program to a file.
+and cache bookkeeping (:mod:`~gemma4_static.executorch.step_inputs`). :class:`CacheProgram` is what the
+runtime's ``backend="executorch"`` drives; :mod:`~gemma4_static.executorch.bundle` writes the program to a file.
 """
 
 from __future__ import annotations
@@ -13,28 +13,29 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 from torch import nn
 
-from .cpu.inputs import StaticInputs
-from .edge import export_for_lowering, forget_programs
-from .npu.cached_stack import CachedStack
-from .program_inputs import prefill_logits, prefill_method_tokens, step_inputs
-from .stack import LayerStack
+from ..cpu.inputs import StaticInputs
+from ..stack import LayerStack
+from .cached_stack import CachedStack
+from .lowering import export_for_lowering, lower
+from .program_cache import forget_programs
+from .step_inputs import prefill_logits, prefill_method_tokens, step_inputs
 
 log = logging.getLogger(__name__)
 
 CACHE_BUFFERS = ("k_cache", "v_cache")
 METHODS = ("prefill", "decode")
+ONE_PROGRAM = "one program"  # the label of the one-program form among the lowered programs
 
 
 def cached_stack(stages: Any, stack: LayerStack, *, trace: bool = False) -> CachedStack:
     """The text ``stages`` (PyTorch modules) at ``stack``'s layout as one
-    :class:`~gemma4_static.npu.cached_stack.CachedStack` (``trace``: also every layer's output)."""
+    :class:`~gemma4_static.executorch.cached_stack.CachedStack` (``trace``: also every layer's output)."""
     spec, cache = stack.spec, stack.cache
     rope = {name: (table.cos.to(spec.dtype), table.sin.to(spec.dtype)) for name, table in stack.rope.tables.items()}
     return CachedStack(
@@ -58,68 +59,47 @@ def lower_program(
     chunk: int,
     methods: tuple[str, ...] = METHODS,
     quantize: Callable[[str, torch.fx.GraphModule], torch.fx.GraphModule] | None = None,
+    *,
+    identity: tuple | None = None,
 ) -> bytes:
-    """``module`` (a :class:`CachedStack`) lowered with XNNPACK to one ExecuTorch program with
-    ``methods`` (``prefill``: ``chunk`` tokens, ``decode``: one) sharing its mutable cache buffers,
-    which start at zeros; ``quantize(method, graph)`` turns each exported method into a quantized
-    graph first (PT2E: :mod:`~gemma4_static.quant.xnnpack`); returns the ``.pte`` bytes."""
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
-    from executorch.exir.passes import MemoryPlanningPass
-    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
-
+    """``module`` (a :class:`CachedStack`) as one ExecuTorch program with ``methods`` (``prefill``:
+    ``chunk`` tokens, ``decode``: one) sharing its mutable cache buffers, which start at zeros;
+    ``quantize(method, graph)`` turns each exported method into a quantized graph first (PT2E:
+    :mod:`.xnnpack_quant`); ``identity`` names it in this process (default: this module at this
+    chunk). Returns the ``.pte`` bytes (through the cache: :mod:`.program_cache`)."""
     batch, pad = stack.layout.batch_size, stack.spec.pad_token_id
-    log.info(
-        "lowering the text model as one program (%s, max_seq %d, %d layers; minutes on the E2B geometry)",
-        ", ".join(methods), stack.layout.max_seq, stack.spec.num_layers,
-    )  # fmt: skip
-    started = time.perf_counter()
-    programs = {}
-    for method in methods:
-        tokens = 1 if method == "decode" else chunk
-        positions = torch.arange(tokens).expand(batch, -1)
-        ids = torch.full((batch, tokens), pad)
-        example = step_inputs(stack, ids, positions, torch.ones_like(positions, dtype=torch.bool))
-        programs[method] = export_for_lowering(module, example)
-        if quantize is not None:
-            programs[method] = export_for_lowering(quantize(method, programs[method].module()), example)
-    edge = to_edge_transform_and_lower(programs, partitioner=[XnnpackPartitioner()])
-    program = edge.to_executorch(
-        ExecutorchBackendConfig(
-            passes=[InitializedMutableBufferPass(list(CACHE_BUFFERS))],
-            memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False, share_mutable_buffers=True),
-            emit_mutable_buffer_names=True,
-            run_reinplace_pass=True,
-        )
+
+    def exported() -> dict[str, torch.export.ExportedProgram]:
+        programs = {}
+        for method in methods:
+            tokens = 1 if method == "decode" else chunk
+            positions = torch.arange(tokens).expand(batch, -1)
+            ids = torch.full((batch, tokens), pad)
+            example = step_inputs(stack, ids, positions, torch.ones_like(positions, dtype=torch.bool))
+            programs[method] = export_for_lowering(module, example)
+            if quantize is not None:
+                programs[method] = export_for_lowering(quantize(method, programs[method].module()), example)
+        return programs
+
+    identity = (ONE_PROGRAM, id(module), chunk, methods) if identity is None else identity
+    lowered = lower(
+        identity, module, exported, mutable_buffers=CACHE_BUFFERS, label=ONE_PROGRAM, quantized=quantize is not None
     )
-    log.info("lowered the one-program form in %.1f s", time.perf_counter() - started)
-    return program.buffer
-
-
-# (weights, layout, methods) -> (the module, its .pte bytes); each runtime loads its own copy, so
-# two runtimes never share a cache; holding the module keeps the weights' ids from being reused
-_LOWERED: dict[tuple, tuple[nn.Module, bytes]] = {}
-
-
-def lowered_program_sizes() -> list[tuple[bool, int]]:
-    """Every one-program form lowered so far: whether it is quantized, and its ``.pte`` bytes."""
-    return [(key[-1] is not None, len(buffer)) for key, (_, buffer) in _LOWERED.items()]
+    return lowered.buffer
 
 
 @contextlib.contextmanager
 def fresh_programs(backend: str) -> Iterator[None]:
-    """On an ExecuTorch ``backend``: no program lowered before the block is reused in it, and none
-    lowered in it outlives it (e.g. while a fault is injected into the stages' code); nothing on
-    ``"torch"``."""
+    """On an ExecuTorch ``backend``: no program this process holds from before the block is reused in
+    it, and none it lowers in it outlives it (e.g. while a fault is injected into the stages' code; the
+    disk cache, keyed by content, stays: a changed stage is another key); nothing on ``"torch"``."""
     if backend == "torch":
         yield
         return
-    _LOWERED.clear()
     forget_programs()
     try:
         yield
     finally:
-        _LOWERED.clear()
         forget_programs()
 
 
@@ -149,12 +129,8 @@ class CacheProgram:
             from executorch.runtime import Runtime
 
             module = cached_stack(self.stages, self.stack, trace=trace)
-            key = self._key(trace)
-            if key not in _LOWERED:
-                stage = self._stage(trace)
-                quantize = None if quantization is None else functools.partial(self._quantized, stage)
-                _LOWERED[key] = (module, lower_program(module, self.stack, self.chunk, names, quantize))
-            buffer = _LOWERED[key][1]
+            quantize = None if quantization is None else functools.partial(self._quantized, self._stage(trace))
+            buffer = lower_program(module, self.stack, self.chunk, names, quantize, identity=self._key(trace))
             program = Runtime.get().load_program(buffer)
             self._loaded[trace] = (buffer, program, {name: program.load_method(name) for name in names})
         return self._loaded[trace][2]

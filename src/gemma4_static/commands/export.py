@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .bundle import export_bundle
-from .export import export_stages
-from .oracle.references.models import build_default_model
-from .runtime import StaticGemma4Runtime
+from ..executorch.bundle import export_bundle
+from ..export import export_stages
+from ..oracle.references.models import build_default_model
+from ..runtime import StaticGemma4Runtime
 
 
 def run_export(args: argparse.Namespace) -> int:

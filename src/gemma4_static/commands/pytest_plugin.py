@@ -1,0 +1,159 @@
+"""The pytest plugin: the parity suite on any Gemma 4 port, from an installed package, no checkout.
+
+Registered as the pytest11 entry point ``gemma4_static.pytest_plugin`` (``-p gemma4_static.pytest_plugin``
+names it explicitly). With ``--gemma4-port NAME`` (a built-in port or ``package.module:factory``)
+the session collects no test files: it is one test per embedded model and check group of the
+verification flow (``gemma4-static verify``), against HF. A test fails on the group's first failing
+row (data-flow order, so where the port first diverges), is skipped with the reasons when the port
+exposes nothing the group checks, and is an expected failure with the port's own reason when every
+failing row is a divergence the port documents (:meth:`~gemma4_static.ports.base.Gemma4Port.explain`).
+Each model and its session are built once per process (per xdist worker), and their ports closed at
+the end. Green must mean something was compared: each test reports the stages it compared, and the
+session fails (exit code 5, one line saying what is missing) when, for a model, the minimum of
+:data:`~gemma4_static.oracle.checks.verdict.MINIMUM` was not compared, even with every test skipped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .pytest_items import COMPARED, OPTIONS, FuzzShard, PortCheck, close_sessions
+
+MODELS = ("tiny", "e2b-vision", "e2b-geometry")
+DEFAULT_MODELS = ("tiny", "e2b-geometry")
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+__all__ = [
+    "pytest_addoption",
+    "pytest_collection",
+    "pytest_configure",
+    "pytest_runtest_logreport",
+    "pytest_sessionfinish",
+    "pytest_terminal_summary",
+]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gemma4", "Gemma 4 port parity (gemma4-static)")
+    group.addoption(
+        "--gemma4-port",
+        metavar="NAME",
+        help="check this Gemma 4 port against HF: gemma4-static, executorch-gemma4, qnn-gemma4, package.module:factory",
+    )
+    group.addoption(
+        "--gemma4-model",
+        action="append",
+        choices=MODELS,
+        help="embedded model to check the port on (repeatable; default: tiny and e2b-geometry)",
+    )
+    group.addoption("--gemma4-dtype", choices=DTYPES, default="float32", help="the profile (default float32)")
+    group.addoption(
+        "--gemma4-schedules-budget",
+        type=int,
+        metavar="N",
+        help="port calls the schedules grid may spend per model (default: the verify flow's)",
+    )
+    group.addoption(
+        "--gemma4-fuzz",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also fuzz the port with N examples per model (hypothesis state machine), split over the xdist workers",
+    )
+    group.addoption(
+        "--gemma4-fuzz-database",
+        default=".hypothesis/gemma4-fuzz",
+        metavar="DIR",
+        help="the fuzzer's example database, shared by the workers (default .hypothesis/gemma4-fuzz)",
+    )
+
+
+def pytest_collection(session: pytest.Session) -> bool | None:
+    """With ``--gemma4-port``: the items are the port's check groups (no test files are collected)."""
+    config = session.config
+    port = config.getoption("--gemma4-port")
+    if not port:
+        return None
+    from ..oracle.flow.verify import CHECKS
+
+    models = config.getoption("--gemma4-model") or list(DEFAULT_MODELS)
+    dtype = config.getoption("--gemma4-dtype")
+    items: list[pytest.Item] = [
+        PortCheck.from_parent(session, name=f"{port}[{model}-{dtype}]::{group}", spec=(port, model, dtype, group))
+        for model in models
+        for group in CHECKS
+    ]
+    examples = config.getoption("--gemma4-fuzz")
+    shards = _workers(config)
+    items += [
+        FuzzShard.from_parent(session, name=f"{port}[{model}]::fuzz-{shard}", spec=(port, model, shard, shards))
+        for model in models
+        for shard in range(shards if examples else 0)
+    ]
+    config.hook.pytest_collection_modifyitems(session=session, config=config, items=items)
+    session.items = items
+    session.testscollected = len(items)
+    config.hook.pytest_collection_finish(session=session)
+    return True
+
+
+def _workers(config: pytest.Config) -> int:
+    """How many processes run the session's tests (xdist's workers, else 1): the fuzzer's shards."""
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        return int(worker["workercount"])
+    count = getattr(config.option, "numprocesses", None)
+    return count if isinstance(count, int) and count > 0 else 1
+
+
+_compared: dict[str, set[str]] = {}  # per model, the stages compared (on the controller under xdist)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _compared.clear()
+    for option in ("--gemma4-schedules-budget", "--gemma4-fuzz", "--gemma4-fuzz-database"):
+        OPTIONS[option] = config.getoption(option)
+    OPTIONS["rootdir"] = Path(str(config.rootpath))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, value in report.user_properties:
+        if name == COMPARED:
+            model, stages = value
+            _compared.setdefault(model, set()).update(stages)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Close the ports this process built; fail a ``--gemma4-port`` session whose models lack the
+    minimum comparisons (exit code 5, as pytest's "no tests"), whatever else passed."""
+    close_sessions()
+    if not session.config.getoption("--gemma4-port") or hasattr(session.config, "workerinput"):
+        return
+    lacking = _lacking(session.config)
+    if lacking and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def _lacking(config: pytest.Config) -> dict[str, list[str]]:
+    """Per model of the session, the stages of the minimum nothing compared."""
+    from ..oracle.checks.verdict import MINIMUM
+
+    models = config.getoption("--gemma4-model") or list(DEFAULT_MODELS)
+    lacking = {model: [stage for stage in MINIMUM if stage not in _compared.get(model, set())] for model in models}
+    return {model: missing for model, missing in lacking.items() if missing}
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if not config.getoption("--gemma4-port") or hasattr(config, "workerinput"):
+        return
+    port = config.getoption("--gemma4-port")
+    for model, missing in _lacking(config).items():
+        terminalreporter.write_line(
+            f"gemma4: nothing compared for port {port} on {model}: {' and '.join(missing)} not compared "
+            "(a port that exposes nothing is not green)",
+            red=True,
+        )

@@ -1,0 +1,73 @@
+"""Backends by name: what runs a runtime's stages, and the one place that reads a backend name.
+
+``torch``: the PyTorch stage modules themselves (integer profiles as fake-quantized modules);
+``executorch-stages``: every deployed stage its own ExecuTorch program, the KV cache passed in and
+out (:mod:`.stage_programs`); ``executorch``: the text model as one program with the KV cache inside
+it (:mod:`.cache_program`), images through the vision and fusion stage programs. Integer profiles
+on either ExecuTorch backend are XNNPACK's own PT2E quantization (:mod:`.xnnpack_quant`)."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Any
+
+from ..quant import QuantProfile, parse_scheme, quantize
+from ..stack import LayerStack
+from .cache_program import CacheProgram
+from .stage_programs import stage_programs
+from .xnnpack_quant import XnnpackQuantization
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A named backend: whether its stages are ExecuTorch programs, and whether the text model is one
+    program with the cache inside (``in_program``)."""
+
+    name: str
+    programs: bool
+    in_program: bool
+
+    @property
+    def eager(self) -> bool:
+        """Whether the stages run as PyTorch modules (``torch``)."""
+        return not self.programs
+
+    def quantization(self, modules: Any, quant: str | None) -> QuantProfile | XnnpackQuantization | None:
+        """The integer profile ``quant`` of a runtime's stage ``modules``: fake-quantized PyTorch
+        stages, or quantized XNNPACK programs; ``None`` without ``quant``."""
+        if quant is None:
+            return None
+        scheme = parse_scheme(quant)
+        return XnnpackQuantization(scheme) if self.programs else quantize(modules, scheme)
+
+    def stages(self, modules: Any, quantization: Any = None) -> Any:
+        """What the runtime's glue calls: the PyTorch ``modules`` themselves, or their stage programs."""
+        return stage_programs(modules, quantization) if self.programs else modules
+
+    def program(self, modules: Any, stack: LayerStack, quantization: Any = None) -> CacheProgram | None:
+        """The one-program form of the text stages (``in_program``), else ``None``."""
+        return CacheProgram(modules, stack, quantization) if self.in_program else None
+
+
+BACKENDS = {
+    backend.name: backend
+    for backend in (
+        Backend("torch", programs=False, in_program=False),
+        Backend("executorch", programs=True, in_program=True),
+        Backend("executorch-stages", programs=True, in_program=False),
+    )
+}
+
+
+def backend_named(name: str | Backend) -> Backend:
+    """The backend ``name`` (a :class:`Backend` is returned as it is); a ``ValueError`` naming the
+    known ones, or the extra an ExecuTorch backend needs when ``executorch`` is not installed."""
+    if isinstance(name, Backend):
+        return name
+    if name not in BACKENDS:
+        raise ValueError(f"backend must be one of {tuple(BACKENDS)}, got {name!r}")
+    backend = BACKENDS[name]
+    if backend.programs and importlib.util.find_spec("executorch") is None:
+        raise ValueError(f"backend={name!r} needs the executorch extra: pip install 'gemma4-static[executorch]'")
+    return backend

@@ -1,0 +1,175 @@
+"""Stage programs (the ``executorch-stages`` backend): every NPU stage lowered to an ExecuTorch
+program and run by ExecuTorch's runtime, behind the same call signature as the PyTorch module it
+replaces.
+
+A stage is lowered the first time it is called with a given static signature (the shapes and
+dtypes of its tensor arguments, ``None`` where an argument is absent): ``torch.export`` of a
+wrapper that takes the flat list of tensors (an ExecuTorch program's inputs are a fixed list of
+tensors), lowered by :mod:`.lowering`. Programs are cached per (weights, signature)
+(:mod:`.program_cache`), so two runtimes of one model at the same shapes share them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils import _pytree as pytree
+
+from ..npu.stages import runs_on_npu
+from .lowering import export_for_lowering, lower
+from .program_cache import Lowered, programs_of
+
+
+@dataclass(frozen=True)
+class LoadedMethod:
+    """A stage program's loaded ``forward`` method and its output structure."""
+
+    method: Any
+    out_spec: Any
+
+
+def _fixed(leaf: Any) -> tuple | None:
+    """How a program rebuilds an argument it does not take as an input: ``None`` stays ``None``, an
+    empty tensor (a model's missing per-layer inputs, ``(B, S, 0)``) is made inside the program
+    (ExecuTorch's runtime aborts on an empty input whose leading dim is above 1); ``None`` for a
+    tensor the program takes."""
+    if leaf is None:
+        return ("none",)
+    if isinstance(leaf, torch.Tensor) and leaf.numel() == 0:
+        return ("empty", tuple(leaf.shape), leaf.dtype)
+    return None
+
+
+def _tensors(args: tuple) -> tuple[list[torch.Tensor], Any, tuple[tuple | None, ...]]:
+    """The tensors a program takes among ``args`` (nested tuples flattened), the structure, and how
+    each leaf it does not take is rebuilt (:func:`_fixed`)."""
+    leaves, spec = pytree.tree_flatten(args)
+    fixed = tuple(_fixed(leaf) for leaf in leaves)
+    return [leaf for leaf, rebuilt in zip(leaves, fixed, strict=True) if rebuilt is None], spec, fixed
+
+
+class _FlatInputs(nn.Module):
+    """``module`` called with its arguments rebuilt from a flat list of tensors."""
+
+    def __init__(self, module: nn.Module, spec: Any, fixed: tuple[tuple | None, ...]) -> None:
+        super().__init__()
+        self.module, self.spec, self.fixed = module, spec, fixed
+
+    def forward(self, *tensors: torch.Tensor) -> Any:
+        given = iter(tensors)
+        leaves = [
+            next(given)
+            if rebuilt is None
+            else None
+            if rebuilt[0] == "none"
+            else torch.zeros(rebuilt[1], dtype=rebuilt[2])
+            for rebuilt in self.fixed
+        ]
+        return self.module(*pytree.tree_unflatten(leaves, self.spec))
+
+
+def _out_spec(module: nn.Module, args: tuple) -> Any:
+    """The structure of ``module``'s outputs at ``args`` (a program returns them flat)."""
+    with torch.no_grad():
+        return pytree.tree_structure(module(*args))
+
+
+def _signature(args: tuple) -> tuple:
+    tensors, spec, fixed = _tensors(args)
+    return str(spec), fixed, tuple((tuple(t.shape), t.dtype) for t in tensors)
+
+
+def stage_weights(module: nn.Module) -> tuple:
+    """What identifies a stage: its class and its weight tensors (stages built twice from one model
+    share them), or the module itself when it holds none."""
+    parameters = tuple(id(parameter) for parameter in module.parameters())
+    return (type(module).__qualname__, parameters) if parameters else ("module", id(module))
+
+
+def stage_program(module: nn.Module, args: tuple, quantization: Any = None) -> Lowered:
+    """``module`` at the static signature of ``args`` as an ExecuTorch program (through the cache);
+    with a ``quantization`` (:class:`~gemma4_static.executorch.xnnpack_quant.XnnpackQuantization`),
+    the exported graph quantized first (PT2E)."""
+    weights, signature = stage_weights(module), _signature(args)
+    # runtimes that adopted one calibration share its observer states, and so its programs
+    key = (weights, signature, None if quantization is None else id(quantization.observers))
+
+    def exported() -> dict[str, torch.export.ExportedProgram]:
+        tensors, spec, fixed = _tensors(args)
+        example = tuple(tensor.contiguous() for tensor in tensors)  # programs take dense inputs
+        program = export_for_lowering(_FlatInputs(module, spec, fixed), example)
+        if quantization is not None:
+            program = export_for_lowering(quantization.quantized(program.module(), weights, signature), example)
+        return {"forward": program}
+
+    return lower(key, module, exported, label=weights[0], quantized=quantization is not None)
+
+
+class EdgeStage:
+    """Calls ``module``'s ExecuTorch program for the signature it is called with (lowered on first
+    use). With a ``quantization`` the program is quantized; while that calibrates, the stage runs
+    ``module`` in float and records its inputs."""
+
+    def __init__(self, name: str, module: nn.Module, quantization: Any = None) -> None:
+        self.name, self.module, self.quantization = name, module, quantization
+        self._loaded: dict[tuple, LoadedMethod] = {}
+
+    def __getattr__(self, attribute: str) -> Any:  # the stage's own attributes (e.g. ``reuses_kv``)
+        if attribute in ("module", "_loaded"):  # not set yet (e.g. while copying): no recursion
+            raise AttributeError(attribute)
+        return getattr(self.module, attribute)
+
+    @property
+    def weights(self) -> tuple:
+        return stage_weights(self.module)
+
+    def program(self, args: tuple) -> LoadedMethod:
+        """The loaded program for the signature of ``args`` (lowered, or read from the cache, on first use)."""
+        quantization = self.quantization
+        key = (_signature(args), None if quantization is None else id(quantization.observers))
+        if key not in self._loaded:
+            from executorch.runtime import Runtime
+
+            lowered = stage_program(self.module, args, quantization)
+            method = Runtime.get().load_program(lowered.buffer).load_method("forward")
+            self._loaded[key] = LoadedMethod(method, _out_spec(self.module, args))
+        return self._loaded[key]
+
+    def __call__(self, *args: Any) -> Any:
+        if self.quantization is not None and self.quantization.recording:
+            self.quantization.record(self.weights, _signature(args), [t.contiguous() for t in _tensors(args)[0]])
+            return self.module(*args)
+        program = self.program(args)
+        outputs = program.method.execute([tensor.contiguous() for tensor in _tensors(args)[0]])
+        # the method's output buffers are reused by its next call: keep copies
+        return pytree.tree_unflatten([output.clone() for output in outputs], program.out_spec)
+
+    def programs(self) -> list[Lowered]:
+        """Every program lowered (or read from the cache) for this stage so far."""
+        return programs_of(self.weights)
+
+
+def stage_programs(stages: Any, quantization: Any = None) -> Any:
+    """A copy of ``stages`` (the PyTorch :class:`~gemma4_static.npu.stages.Stages`) whose every deployed
+    stage runs through ExecuTorch (the stages ``quantization`` quantizes as quantized programs)."""
+
+    def wrap(name: str, stage: nn.Module | None) -> EdgeStage | nn.Module | None:
+        if stage is None or not runs_on_npu(stage):
+            return stage
+        return EdgeStage(
+            name, stage, quantization if quantization is not None and quantization.quantizes(stage) else None
+        )
+
+    return dataclasses.replace(
+        stages,
+        embedding=wrap("token_embedding", stages.embedding),
+        per_layer_inputs=wrap("per_layer_inputs", stages.per_layer_inputs),
+        vision=wrap("vision_prefill", stages.vision),
+        fusions=tuple(wrap(f"fusion{index}", fusion) for index, fusion in enumerate(stages.fusions)),
+        layers=tuple(wrap(f"layer{index:02d}", layer) for index, layer in enumerate(stages.layers)),
+        lm_head=wrap("lm_head", stages.lm_head),
+    )
