@@ -1,10 +1,9 @@
 """gemma4-static: a static-shape runtime for Gemma 4, checked stage by stage against transformers.
 
-Layers, each importing only those below it (import contracts in the suite enforce them):
-``spec`` (the one Hugging Face adapter) <- ``cpu`` (inputs, masks, RoPE, cache) and ``npu``
-(fixed-shape stages) <- ``stack`` (the decoder layers over the cache) <- ``quant`` <- ``executorch``
-(backends, lowering, programs) <- ``runtime`` <- ``export`` <- ``ports`` <- ``oracle`` (HF as the
-reference, the parity checks, verify) <- ``commands`` (the command line, the pytest plugin).
+Its rooms and layers are the import contracts of ``pyproject.toml`` (the suite runs them), drawn in
+the README's Architecture section: ``spec`` (the one Hugging Face adapter) at the bottom, then the
+CPU side and the NPU stages, the stack, ``executorch``, the runtime, export, the ports, the oracle
+(HF as the reference) and the commands on top.
 """
 
 from importlib import metadata as _metadata

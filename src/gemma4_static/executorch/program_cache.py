@@ -7,7 +7,9 @@ across the processes of one run (a lock per program: one lowers, the others wait
 The folder is ``$GEMMA4_STATIC_PROGRAM_CACHE`` (``off``: no disk cache), by default
 ``$XDG_CACHE_HOME/gemma4-static/programs`` (``~/.cache/...``). A program found there is the bytes the
 same lowering wrote: a change anywhere in what it was made from is another key, so the cache cannot
-hand back a stale program (a fault injected into a stage's code changes its graph, and its key)."""
+hand back a stale program (a fault injected into a stage's code changes its graph, and its key).
+What the key cannot see is a change to the lowering made while the process runs (a patched
+partitioner): run such a process with ``$GEMMA4_STATIC_PROGRAM_CACHE=off``."""
 
 from __future__ import annotations
 

@@ -66,13 +66,20 @@ def hf_token_by_token_logits(model, ids: torch.Tensor) -> torch.Tensor:
     return torch.stack(steps)
 
 
+# How far past the tolerance HF's own disagreement is consulted: HF's one-pass forward and its
+# token-by-token decode differ by at most 1.04x the float32 tolerance on the embedded models (31B
+# geometry: 5.6e-4 against 5.4e-4; routing ties pinned); an error beyond 4x is not rounding, and
+# HF's second computation (a forward per token) is not run for it.
+SLACK_REACH = 4.0
+
+
 def judge(
     references: dict[int, torch.Tensor], observed: Observed, second: Callable[[int], torch.Tensor | None] | None = None
 ) -> Judgement:
     """Compare every observed position of every row with HF's logits over that row's history
     (``references[row] (N, vocab)``, :func:`hf_history_logits`) within the float32 tolerance of those
-    logits (``tolerances.relative``); beyond it, within the tolerance plus HF's own disagreement there
-    with ``second(row)`` (HF's second computation of that row's logits, e.g.
+    logits (``tolerances.relative``); beyond it (up to :data:`SLACK_REACH` times it), within the
+    tolerance plus HF's own disagreement there with ``second(row)`` (HF's second computation of that row's logits, e.g.
     :func:`hf_token_by_token_logits`; ``None``: none). The first divergence named by row, position and
     kind (rows in order, positions in order)."""
     worst, compared, first, slack_used = (0.0, tolerances.RELATIVE[torch.float32]), 0, None, 0.0
@@ -85,7 +92,7 @@ def judge(
             error = float((ours.float() - reference[position]).abs().max()) if same_shape else float("inf")
             error = error if error == error else float("inf")  # NaN: as far as it gets
             bound = tolerance
-            if error > tolerance and second is not None and error < float("inf"):
+            if tolerance < error <= SLACK_REACH * tolerance and second is not None:
                 other = second(row) if other is None else other
                 if other is not None:
                     slack = float((other[position] - reference[position]).abs().max())
