@@ -150,15 +150,14 @@ def _hf_references(session: Session, ids: torch.Tensor) -> References:
     runtime in float32): there HF runs each case's history after the case, pinned at routing ties to
     that run's own choices (:mod:`..checks.routing`), since another chunking may settle a tie otherwise."""
     model = session.model
-    if session.routing is None:
-        shared = hf_history_logits(model, ids), functools.cache(lambda row: hf_token_by_token_logits(model, ids))
-        return lambda case: shared
 
-    def pinned(case: Case) -> tuple[torch.Tensor, Callable[[int], torch.Tensor]]:
-        history = ids[: case.length + case.steps]
+    def of(history: torch.Tensor) -> tuple[torch.Tensor, Callable[[int], torch.Tensor]]:
         return hf_history_logits(model, history), functools.cache(lambda row: hf_token_by_token_logits(model, history))
 
-    return pinned
+    if session.routing is None:
+        shared = of(ids)
+        return lambda case: shared
+    return lambda case: of(ids[: case.length + case.steps])
 
 
 def _judged(port: Gemma4Port, ids: torch.Tensor, case: Case, references: References) -> Judgement | str:
