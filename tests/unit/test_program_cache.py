@@ -3,6 +3,8 @@ weights, options), across processes through the disk, and never handed back for 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -58,6 +60,8 @@ def test_a_program_is_lowered_once_then_read_from_disk(fresh):
     read = cached_lowering("b", other, lambda: _exported(other, 2), build, {}, label="Scale", quantized=False)
     assert len(built) == 1 and first == again == read
     assert cache_folder() == fresh and len(list(fresh.glob("*.pte"))) == 1
+    (facts,) = [json.loads(path.read_text()) for path in fresh.glob("*.json")]  # the folder says what it holds
+    assert facts["label"] == "Scale" and facts["seconds"] >= 0 and facts["portable"] == ["aten::scatter.src"]
     shape = cached_lowering("c", other, lambda: _exported(other, 3), build, {}, label="Scale", quantized=False)
     assert len(built) == 2 and shape == first  # another shape is lowered again (the fake build's bytes)
     assert program_cache.programs_of("b") == [read]

@@ -9,7 +9,7 @@ from gemma4_static.commands import cli
 from gemma4_static.oracle.checks import parity
 from gemma4_static.oracle.faults.catalogue import CATALOGUE, FAULT_NAMES, faults_named
 from gemma4_static.oracle.faults.self_test import format_result, run_fault
-from gemma4_static.oracle.flow.verify import run_verification
+from gemma4_static.oracle.flow.verify import run_verification, verify
 
 pytestmark = pytest.mark.usefixtures("reuse_session_models")  # the command gets the session's models
 
@@ -36,6 +36,19 @@ def test_a_fault_leaves_nothing_behind(tiny_model):
     with faults_named(["sliding-window-off-by-one"])[0].injected():
         assert any(row.failed for row in run_verification(tiny_model, export=False, checks=("prefill-masks",)))
     assert not any(row.failed for row in run_verification(tiny_model, export=False, checks=("prefill-masks", "decode")))
+
+
+def test_a_fault_is_judged_up_to_the_first_group_that_fails(tiny_model):
+    """Once a group fails the fault is caught: the groups after it are not run (the fault-free run
+    runs them all)."""
+    checks = ("inputs", "prefill-masks", "rope", "decode")
+    with faults_named(["sliding-window-off-by-one"])[0].injected():
+        rows = verify(tiny_model, export=False, checks=checks, until_failure=True).rows
+    failed = [row for row in rows if row.failed]
+    assert failed and failed[0].group == "prefill-masks"
+    assert {row.group for row in rows} == {"inputs", "prefill-masks"}
+    clean = verify(tiny_model, export=False, checks=checks, until_failure=True).rows
+    assert {row.group for row in clean} == set(checks)
 
 
 def test_self_test_fails_when_the_catching_check_is_removed(capsys):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from importlib import metadata
@@ -77,12 +78,14 @@ def cached_lowering(
     if folder is None:
         lowered = build(methods)
     else:
-        lowered = _on_disk(folder, content_key(methods, options), lambda: build(methods))
+        lowered = _on_disk(folder, content_key(methods, options), lambda: build(methods), label)
     _IN_PROCESS[identity] = _Entry(owner, label, quantized, lowered)
     return lowered
 
 
-def _on_disk(folder: Path, key: str, build: Callable[[], Lowered]) -> Lowered:
+def _on_disk(folder: Path, key: str, build: Callable[[], Lowered], label: str) -> Lowered:
+    """The program ``key`` from ``folder``, else ``build()`` written there with its facts (``label``,
+    the seconds the lowering took, what XNNPACK took and what fell back): the folder says what it holds."""
     from filelock import FileLock
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -91,16 +94,15 @@ def _on_disk(folder: Path, key: str, build: Callable[[], Lowered]) -> Lowered:
         if program.exists() and about.exists():
             facts = json.loads(about.read_text())
             return Lowered(program.read_bytes(), facts["delegated"], tuple(facts["portable"]))
+        started = time.perf_counter()
         lowered = build()
-        for path, data in ((program, lowered.buffer), (about, _facts(lowered))):
+        facts = {"label": label, "seconds": round(time.perf_counter() - started, 1)}
+        facts |= {"delegated": lowered.delegated, "portable": list(lowered.portable)}
+        for path, data in ((program, lowered.buffer), (about, json.dumps(facts).encode())):
             partial = path.with_suffix(path.suffix + ".partial")
             partial.write_bytes(data)
             partial.replace(path)  # atomic: a reader never sees half a program
         return lowered
-
-
-def _facts(lowered: Lowered) -> bytes:
-    return json.dumps({"delegated": lowered.delegated, "portable": list(lowered.portable)}).encode()
 
 
 def content_key(methods: dict[str, torch.export.ExportedProgram], options: dict[str, Any]) -> str:

@@ -1,5 +1,6 @@
-"""The self-test: every parity check run once per catalogued fault (:mod:`.faults`), reporting which
-checks caught it. A fault no check catches means the suite has a blind spot: the self-test fails."""
+"""The self-test: the parity checks run once per catalogued fault (:mod:`.faults`) in data-flow order
+until one catches it (the groups after the first failing one are not run), reporting which rows
+caught it. A fault no check catches means the suite has a blind spot: the self-test fails."""
 
 from __future__ import annotations
 
@@ -73,13 +74,15 @@ def run_fault(
     backend: str = "torch",
     quant: str | None = None,
 ) -> FaultResult:
-    """One verification of ``model`` in profile ``dtype`` on ``backend`` with ``fault`` injected (export
-    left out: it replays the stages' own eager output, so it cannot see a fault). On ExecuTorch the
+    """One verification of ``model`` in profile ``dtype`` on ``backend`` with ``fault`` injected, up to
+    the first check group that fails (export left out: it replays the stages' own eager output, so it
+    cannot see a fault). On ExecuTorch the
     programs are lowered afresh under the fault, and forgotten after it (a program lowered before
     would hide the fault; one lowered under it must not outlive it)."""
     with fault.injected(), fresh_programs(backend):
         try:
-            rows = run_verification(model, dtype=dtype, export=False, checks=checks, backend=backend, quant=quant)
+            options = {"dtype": dtype, "checks": checks, "backend": backend, "quant": quant}
+            rows = run_verification(model, export=False, until_failure=True, **options)
         except Exception as error:  # a port that crashes is caught too, unless the crash is the oracle's
             where = raised_in(error)
             return FaultResult(

@@ -155,13 +155,15 @@ def verify(
     quant: str | None = None,
     schedules_budget: int | None = None,
     on_row: Callable[[Row], None] = lambda row: None,
+    until_failure: bool = False,
 ) -> Verification:
     """Run the ``checks`` (names of :data:`CHECKS`; ``export`` only with ``export=True``) on ``model``
     (an HF Gemma 4 model) in the profile ``dtype`` against ``port`` (a built-in name or
     ``module:factory``; this project's runtime on ``backend`` with forbidden keys at ``mask_value``
     by default; with ``quant`` in that integer scheme, :func:`.session.open_session`; the schedules grid
-    within ``schedules_budget`` port calls); ``on_row`` sees each row as it finishes. Every port the
-    run builds is closed when it is done."""
+    within ``schedules_budget`` port calls); ``on_row`` sees each row as it finishes; ``until_failure``:
+    no group after the first with a failed row is run (the self-test: a fault is caught there). Every
+    port the run builds is closed when it is done."""
     unknown = sorted(set(checks) - set(CHECKS))
     if unknown:
         raise ValueError(f"checks has unknown names {unknown}; expected some of {list(CHECKS)}")
@@ -185,6 +187,8 @@ def verify(
             for row in run_group(session, name):
                 on_row(row)
                 rows.append(row)
+            if until_failure and any(row.failed for row in rows):
+                break
     finally:
         session.close()
     num_layers = session.config.get_text_config().num_hidden_layers
