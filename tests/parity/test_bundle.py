@@ -24,44 +24,47 @@ from executorch.runtime import Runtime
 
 from gemma4_static.cpu.schedule import expand_schedule
 from gemma4_static.executorch.bundle import export_bundle
-from gemma4_static.executorch.step_inputs import prefill_logits, step_inputs
+from gemma4_static.executorch.step_inputs import prefill_logits, prefill_method_tokens, step_inputs
 from gemma4_static.oracle.checks import parity, tolerances
 from gemma4_static.oracle.checks.report import assert_rows_pass
 from gemma4_static.oracle.numerics.parity_numerics import greedy_rows
 from gemma4_static.oracle.references.hf import hf_decode_logits, hf_greedy, hf_prefill
 from gemma4_static.oracle.references.samples import text_prompt
 from gemma4_static.runtime import StaticGemma4Runtime
+from tests.parity.edge_layout import BATCH, edge_image_case
 
 pytestmark = [pytest.mark.executorch, pytest.mark.xdist_group("executorch")]
-MAX_SEQ, CHUNK, NEW = 48, 8, 14
+CHUNK, NEW = 8, 14
 RUNNER = Path(__file__).with_name("bundle_runner.py")
 
 
 @pytest.fixture(scope="module")
 def bundle(tiny_model, tmp_path_factory):
-    """The tiny model's bundle (batch 2, max_seq 48, prefill chunks of 8; window 6 < max_seq, so
-    sliding layers keep a ring) and the runtime it was written from."""
-    runtime = StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=2)
+    """The tiny model's bundle at the lane's layout (batch 2, its ``max_seq``; window 6 < max_seq, so
+    sliding layers keep a ring; the program the lane's text runtimes lowered, read from the cache),
+    its ``prefill`` method's length, and the runtime it was written from."""
+    runtime = StaticGemma4Runtime(tiny_model, max_seq=edge_image_case(tiny_model.config)[1], batch_size=BATCH)
     folder = tmp_path_factory.mktemp("bundle")
-    export_bundle(runtime, folder, prefill_tokens=CHUNK)
-    return folder, runtime
+    export_bundle(runtime, folder)
+    return folder, prefill_method_tokens(runtime.layout), runtime
 
 
 def test_manifest_states_the_layout_and_calling_convention(bundle):
-    folder, _ = bundle
+    folder, tokens, _ = bundle
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["layout"] == "cache-in-program" and (folder / manifest["file"]).is_file()
-    assert manifest["methods"] == {"prefill": {"tokens": CHUNK}, "decode": {"tokens": 1}}
+    assert manifest["methods"] == {"prefill": {"tokens": tokens}, "decode": {"tokens": 1}}
     rings = {entry["name"]: entry["ring"] for entry in manifest["layer_types"]}
     assert rings == {"sliding_attention": True, "full_attention": False}
     assert any("bin slot" in line for line in manifest["convention"])
 
 
 def test_program_matches_hf_step_by_step(bundle, tiny_model, report):
-    """Prefill in chunks then decode through the program's two methods (the cache never leaves the
-    program) against HF: the prefill's last-token logits, and every decode step's logits against
-    HF's own ``DynamicCache`` step (each row alone), fed the same random tokens."""
-    folder, runtime = bundle
+    """Prefill in chunks of 8 (each call of the prefill method padded to its length) then decode
+    through the program's two methods (the cache never leaves the program) against HF: the prefill's
+    last-token logits, and every decode step's logits against HF's own ``DynamicCache`` step (each
+    row alone), fed the same random tokens."""
+    folder, method_tokens, runtime = bundle
     program = Runtime.get().load_program((folder / "model.pte").read_bytes())
     prefill, decode = program.load_method("prefill"), program.load_method("decode")
     prompt = text_prompt(tiny_model.config, [19, 6], seed=4)
@@ -70,7 +73,7 @@ def test_program_matches_hf_step_by_step(bundle, tiny_model, report):
     theirs = hf_prefill(tiny_model, prompt).logits[torch.arange(2), prompt.last_index]
     chunks = expand_schedule((CHUNK,), int(inputs.valid_length.max()))
     step = lambda *args: prefill.execute(list(args))[0]  # noqa: E731
-    ours = prefill_logits(runtime.stack, step, inputs=inputs, chunks=chunks, tokens=CHUNK)
+    ours = prefill_logits(runtime.stack, step, inputs=inputs, chunks=chunks, tokens=method_tokens)
     rows = parity.logits_rows(ours, theirs, torch.float32)
     hf_steps = hf_decode_logits(tiny_model, prompt, tokens)  # (B, NEW, vocab)
     for step in range(NEW):
@@ -84,7 +87,7 @@ def test_program_matches_hf_step_by_step(bundle, tiny_model, report):
 
 
 def test_a_runner_with_only_the_manifest_gets_hfs_greedy_tokens(bundle, tiny_model, tmp_path, report):
-    folder, _ = bundle
+    folder, _, _ = bundle
     prompt = text_prompt(tiny_model.config, [21, 7], seed=9)  # rows cross the window and wrap the ring
     request = {
         "input_ids": prompt.input_ids.tolist(),

@@ -20,11 +20,12 @@ from gemma4_static.oracle.checks import parity
 from gemma4_static.oracle.checks.report import assert_rows_pass, merge
 from gemma4_static.oracle.faults.catalogue import faults_named
 from gemma4_static.oracle.faults.self_test import format_result, run_fault
-from gemma4_static.oracle.references.hf import hf_prefill
-from gemma4_static.oracle.references.samples import image_prompt, text_prompt
+from gemma4_static.oracle.references.hf import hf_decode_logits, hf_prefill
+from gemma4_static.oracle.references.samples import text_prompt
 from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 from gemma4_static.stack import LayerStack
+from tests.parity.edge_layout import BATCH, edge_image_case
 
 FP32 = torch.float32
 pytestmark = [pytest.mark.executorch, pytest.mark.xdist_group("executorch")]  # one worker: shared programs
@@ -32,12 +33,7 @@ pytestmark = [pytest.mark.executorch, pytest.mark.xdist_group("executorch")]  # 
 
 @pytest.fixture(scope="module")
 def image_case(tiny_model):
-    """Two image slots (64 soft tokens at profile 70, 120 at 140): row 0 fills both, row 1 the second."""
-    second = ((2, (40, 72), 140),)
-    prompt = image_prompt(
-        tiny_model.config, text_after=[3, 1], seed=5, then=second, with_image=[(True, True), (False, True)]
-    )
-    return prompt, prompt.input_ids.shape[1] + 6
+    return edge_image_case(tiny_model.config)
 
 
 BACKENDS = ("executorch", "executorch-stages")
@@ -48,7 +44,7 @@ def runtimes(tiny_model, image_case):
     """A runtime on each ExecuTorch backend, batch 2, at the image runtime's shapes (so both share
     their programs)."""
     return {
-        backend: StaticGemma4Runtime(tiny_model, max_seq=image_case[1], batch_size=2, backend=backend)
+        backend: StaticGemma4Runtime(tiny_model, max_seq=image_case[1], batch_size=BATCH, backend=backend)
         for backend in BACKENDS
     }
 
@@ -131,20 +127,35 @@ def test_a_shifted_mask_from_the_glue_fails_the_executorch_rows(text_setup, tiny
 
 def test_every_layer_output_of_the_program_matches_hf(runtimes, text_prompt_near_window, tiny_model, report):
     """Where a divergence starts stays visible in the one-program form: its traced twin (the same
-    module, every layer's output returned) gives each layer's hidden states, compared with HF's."""
+    module, every layer's output returned) gives each layer's hidden states, compared with HF's. The
+    program's own cache takes the prompt when the first decode step needs it: the steps match HF."""
     prompt, runtime = text_prompt_near_window, runtimes["executorch"]
     ours = StaticRuntimePort.around(runtime, tiny_model.config).prefill(prompt, keep_intermediates=True)
     valid = prompt.attention_mask.bool()
     rows = parity.hidden_state_rows(tiny_model, ours.hidden_states, hf_prefill(tiny_model, prompt), valid, FP32)
     assert len(rows) == tiny_model.config.get_text_config().num_hidden_layers + 1
-    report(f"ExecuTorch one program, traced: {len(rows)} hidden states vs HF, worst {max(r.value for r in rows):.3g}")
+    tokens = torch.randint(3, 400, (2, 8), generator=torch.Generator().manual_seed(4))  # past the window
+    steps = torch.stack([runtime.decode_one(tokens[:, step : step + 1]) for step in range(8)], dim=1)
+    rows.append(
+        parity.stage_row(
+            "decode steps",
+            "8 steps after the traced prefill",
+            steps,
+            hf_decode_logits(tiny_model, prompt, tokens),
+            FP32,
+        )
+    )
+    report(
+        f"ExecuTorch one program, traced: {len(rows) - 1} hidden states vs HF, worst {max(r.value for r in rows):.3g}"
+    )
     assert_rows_pass(rows)
 
 
 def test_the_fault_self_test_reaches_inside_the_program(tiny_model, report):
     """The fault self-test on the one-program form: a porting bug in the decoder layer's code
     (``layer-scalar-missing``) is lowered into a fresh program (none lowered before is reused) and
-    the layer rows, read from the program's traced twin, catch it."""
+    the layer rows, read from the program's traced twin, catch it (nothing decodes: only the traced
+    twin is lowered)."""
     fault = faults_named(["layer-scalar-missing"])[0]
     result = run_fault(fault, tiny_model, checks=("layers",), backend="executorch")
     report(f"self-test on ExecuTorch (one program): {format_result(result)}")

@@ -100,9 +100,10 @@ def test_sensitivity_table_json_and_chart(tmp_path, capsys):
 @pytest.mark.numerics
 def test_e2b_geometry_ple_path_against_a_middle_layer(e2b_model, report):
     """The E2B geometry under a16w8: the per-layer-embedding path and a middle decoder layer, each
-    quantized alone and each left in float, measured at the logits (the ranking is reported)."""
-    sweep = run_sensitivity(e2b_model, "a16w8")
+    quantized alone and each left in float, measured at the logits (the sweep of these two groups;
+    the whole sweep's ranking: the tiny model's chart test and ``verify --sensitivity``)."""
     middle = f"layer {len(e2b_model.config.layer_types) // 2}"
+    sweep = run_sensitivity(e2b_model, "a16w8", groups=("PLE", middle))
     figures = {}
     for mode in ("only", "all but"):
         ranked = [result.group for result in sweep.ranked(mode)]
@@ -115,3 +116,8 @@ def test_e2b_geometry_ple_path_against_a_middle_layer(e2b_model, report):
                 f"{result.kl_mean:.3g} nats, SQNR {result.logits.sqnr_db:.1f} dB, top-1 {result.top1_agreement:.1%}"
             )
     report(f"e2b-geometry a16w8 sweep: calibration {sweep.calibration_seconds:.1f} s, {sweep.sweep_seconds:.1f} s")
+
+
+def test_a_sweep_of_an_unknown_group_is_refused(tiny_model):
+    with pytest.raises(ValueError, match=r"groups has unknown names \['layer 99'\]; expected some of \['PLE'"):
+        run_sensitivity(tiny_model, "a16w8", groups=("PLE", "layer 99"))

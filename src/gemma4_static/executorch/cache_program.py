@@ -113,6 +113,7 @@ class CacheProgram:
         self.quantization = quantization  # an XnnpackQuantization: the program's methods quantized
         self._loaded: dict[bool, tuple[bytes, Any, dict[str, Any]]] = {}  # trace -> (bytes, program, methods)
         self._eager: dict[bool, CachedStack] = {}  # trace -> the module run in float while calibrating
+        self._owed: list[tuple[torch.Tensor, ...]] = []  # prefill calls the program's own cache still needs
 
     def methods(self, *, trace: bool = False) -> dict[str, Any]:
         """The loaded methods: ``prefill`` and ``decode``, or (``trace``) a separate program whose
@@ -170,20 +171,42 @@ class CacheProgram:
         """Logits ``(B, vocab)`` at each row's last valid token after calls of the ``prefill`` method
         over ``chunks`` (each at most the method's length, padded to it); the program's cache holds the
         prompt. With ``states``, the traced program also runs the prompt and collects every layer's
-        output; ``chunk_ends`` collects each call's logits."""
+        output, and the program's own ``prefill`` runs the same calls when a :meth:`decode` first needs
+        its cache (a prefill only inspected lowers and runs the traced twin alone); ``chunk_ends``
+        collects each call's logits."""
         longest = max(chunks)
         if longest > self.chunk:
             method = f"the prefill method's {self.chunk} (backend 'executorch')"
             raise ValueError(f"schedule: a chunk of {longest} tokens exceeds {method}")
-        run = functools.partial(prefill_logits, self.stack, inputs=inputs, chunks=chunks, fused=fused, blocks=blocks)
-        if states is not None:
-            run(_copied(self.methods(trace=True)["prefill"]), tokens=self.chunk, states=states)
-        return run(_copied(self.methods()["prefill"], first=True), tokens=self.chunk, chunk_ends=chunk_ends)
+        run = functools.partial(
+            prefill_logits, self.stack, inputs=inputs, chunks=chunks, fused=fused, blocks=blocks, chunk_ends=chunk_ends
+        )
+        self._owed = []
+        if states is None:
+            return run(_copied(self.methods()["prefill"], first=True), tokens=self.chunk)
+        traced = _copied(self.methods(trace=True)["prefill"])
+
+        def step(*args: torch.Tensor) -> Any:
+            self._owed.append(args)  # the inputs of each call, for the program's own cache
+            return traced(*args)
+
+        logits = run(step, tokens=self.chunk, states=states)
+        if self.quantization is not None and self.quantization.recording:
+            self._settle()  # a calibration sees every call of the program's own prefill, as it runs
+        return logits
 
     def decode(self, next_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Logits ``(B, vocab)`` for one token per row ``(B, 1)`` at ``positions (B, 1)``."""
+        """Logits ``(B, vocab)`` for one token per row ``(B, 1)`` at ``positions (B, 1)`` (the prompt's
+        owed prefill calls first, where it was prefilled through the traced twin)."""
+        self._settle()
         keep = torch.ones_like(positions, dtype=torch.bool)
         return _copied(self.methods()["decode"], first=True)(*step_inputs(self.stack, next_ids, positions, keep))
+
+    def _settle(self) -> None:
+        """The owed calls of the program's own ``prefill`` (its cache takes the prompt)."""
+        owed, self._owed = self._owed, []
+        for args in owed:
+            self.methods()["prefill"].execute(list(args))
 
 
 def _copied(method: Any, *, first: bool = False) -> Callable[..., Any]:

@@ -11,7 +11,7 @@ so a group's figures differ from the full profile's by that group's error alone.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,17 +75,24 @@ class Sweep:
 
 
 @torch.no_grad()
-def run_sensitivity(model: Any, quant: str, *, max_seq: int | None = None) -> Sweep:
-    """The sweep of scheme ``quant`` on ``model``'s sample prompt (:func:`.session.open_session`)."""
+def run_sensitivity(
+    model: Any, quant: str, *, max_seq: int | None = None, groups: Sequence[str] | None = None
+) -> Sweep:
+    """The sweep of scheme ``quant`` on ``model``'s sample prompt (:func:`.session.open_session`) over
+    ``groups`` (names of the profile's groups; default: every one)."""
     session = open_session(model, quant=quant, max_seq=max_seq, steps=1)
     profile = session.quant
+    swept = profile.groups if groups is None else list(groups)
+    unknown = [group for group in swept if group not in profile.groups]
+    if unknown:
+        raise ValueError(f"groups has unknown names {unknown}; expected some of {profile.groups}")
     outputs = _reference_outputs(session)
     started = time.perf_counter()
     profile.select(lambda site: True)
     baseline = _measure(session, "every group", "all", outputs)
     results = []
     for mode in MODES:
-        for group in profile.groups:
+        for group in swept:
             profile.only(group) if mode == "only" else profile.all_but(group)
             results.append(_measure(session, group, mode, outputs))
     profile.select(lambda site: True)
