@@ -109,6 +109,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if marker in item.keywords:
                 item.add_marker(skip)
+    # the longest lanes first (the kernel sets' processes, then the lowering), so the two workers
+    # end together instead of one finishing a long test alone
+    first = ("kernels", "executorch")
+    items.sort(key=lambda item: next((i for i, m in enumerate(first) if item.get_closest_marker(m)), len(first)))
 
 
 def _build(name: str):

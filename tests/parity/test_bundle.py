@@ -33,7 +33,7 @@ from gemma4_static.oracle.references.samples import text_prompt
 from gemma4_static.runtime import StaticGemma4Runtime
 from tests.parity.edge_layout import BATCH, edge_image_case
 
-pytestmark = [pytest.mark.executorch, pytest.mark.xdist_group("executorch")]
+pytestmark = pytest.mark.executorch  # workers share lowered programs through the disk cache
 CHUNK, NEW = 8, 14
 RUNNER = Path(__file__).with_name("bundle_runner.py")
 

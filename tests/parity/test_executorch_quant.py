@@ -16,7 +16,7 @@ from gemma4_static.oracle.checks.report import assert_rows_pass
 from gemma4_static.oracle.flow.verify import run_verification
 from gemma4_static.runtime import StaticGemma4Runtime
 
-pytestmark = [pytest.mark.executorch, pytest.mark.xdist_group("executorch")]  # one worker: shared programs
+pytestmark = pytest.mark.executorch  # workers share lowered programs through the disk cache
 # lowering quantized programs takes minutes: the stage form is checked at its prefill signatures
 # (every stage, images included; its decode programs take the same observer states, verified by
 # `verify --backend executorch-stages --quant a8w8`), the one program through prefill and decode
