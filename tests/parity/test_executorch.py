@@ -10,11 +10,14 @@ Measured: XNNPACK's kernels reduce in other orders, a few fp32 ulps per layer, l
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 
 pytest.importorskip("executorch", reason="the executorch extra is not installed (pip install '.[executorch]')")
 
+from gemma4_static.executorch.program_cache import forget_programs
 from gemma4_static.executorch.stage_programs import EdgeStage
 from gemma4_static.oracle.checks import parity
 from gemma4_static.oracle.checks.report import assert_rows_pass, merge
@@ -188,3 +191,22 @@ def test_an_empty_argument_is_made_inside_the_program():
     stage = EdgeStage("layer", Layer())
     assert torch.equal(stage(hidden, empty), hidden * 2)
     assert len(stage.programs()) == 1
+
+
+def test_a_stage_keeps_its_program_when_the_cache_lets_go():
+    """A loaded stage program holds its ``.pte`` bytes itself: after the program cache forgets them
+    (as the fault self-test's fresh programs do) the stage still runs, and right (before, a stage
+    loaded earlier ran from freed memory and crashed the process)."""
+
+    class Double(torch.nn.Module):
+        def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+            return hidden * 2 + 1
+
+    hidden = torch.randn(2, 4, 8)
+    stage = EdgeStage("layer", Double())
+    assert torch.equal(stage(hidden), hidden * 2 + 1)
+    size = len(stage.programs()[0].buffer)
+    forget_programs()
+    gc.collect()
+    churn = [bytes([index]) * size for index in range(64)]  # new objects where the freed bytes were
+    assert len(churn) == 64 and torch.equal(stage(hidden), hidden * 2 + 1)

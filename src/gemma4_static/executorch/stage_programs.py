@@ -26,10 +26,12 @@ from .program_cache import Lowered, programs_of
 
 @dataclass(frozen=True)
 class LoadedMethod:
-    """A stage program's loaded ``forward`` method and its output structure."""
+    """A stage program's loaded ``forward`` method, its output structure, and the loaded program
+    (held: it holds the ``.pte`` bytes the method runs from, which the program cache may let go)."""
 
     method: Any
     out_spec: Any
+    program: Any
 
 
 def _fixed(leaf: Any) -> tuple | None:
@@ -135,8 +137,8 @@ class EdgeStage:
             from executorch.runtime import Runtime
 
             lowered = stage_program(self.module, args, quantization)
-            method = Runtime.get().load_program(lowered.buffer).load_method("forward")
-            self._loaded[key] = LoadedMethod(method, _out_spec(self.module, args))
+            program = Runtime.get().load_program(lowered.buffer)
+            self._loaded[key] = LoadedMethod(program.load_method("forward"), _out_spec(self.module, args), program)
         return self._loaded[key]
 
     def __call__(self, *args: Any) -> Any:
