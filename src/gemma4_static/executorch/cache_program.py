@@ -205,8 +205,10 @@ class CacheProgram:
     def _settle(self) -> None:
         """The owed calls of the program's own ``prefill`` (its cache takes the prompt)."""
         owed, self._owed = self._owed, []
-        for args in owed:
-            self.methods()["prefill"].execute(list(args))
+        if owed:
+            prefill = self.methods()["prefill"]
+            for args in owed:
+                prefill.execute(list(args))
 
 
 def _copied(method: Any, *, first: bool = False) -> Callable[..., Any]:

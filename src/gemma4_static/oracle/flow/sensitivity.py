@@ -82,10 +82,11 @@ def run_sensitivity(
     ``groups`` (names of the profile's groups; default: every one)."""
     session = open_session(model, quant=quant, max_seq=max_seq, steps=1)
     profile = session.quant
-    swept = profile.groups if groups is None else list(groups)
-    unknown = [group for group in swept if group not in profile.groups]
+    known = profile.groups
+    swept = known if groups is None else list(groups)
+    unknown = [group for group in swept if group not in known]
     if unknown:
-        raise ValueError(f"groups has unknown names {unknown}; expected some of {profile.groups}")
+        raise ValueError(f"groups has unknown names {unknown}; expected some of {known}")
     outputs = _reference_outputs(session)
     started = time.perf_counter()
     profile.select(lambda site: True)
