@@ -196,7 +196,8 @@ def test_an_empty_argument_is_made_inside_the_program():
 def test_a_stage_keeps_its_program_when_the_cache_lets_go():
     """A loaded stage program holds its ``.pte`` bytes itself: after the program cache forgets them
     (as the fault self-test's fresh programs do) the stage still runs, and right (before, a stage
-    loaded earlier ran from freed memory and crashed the process)."""
+    loaded earlier ran from freed memory and crashed the process), and still reports it (the operator
+    report read the cache's list, empty after the fault self-test had run in the same worker)."""
 
     class Double(torch.nn.Module):
         def forward(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -210,3 +211,4 @@ def test_a_stage_keeps_its_program_when_the_cache_lets_go():
     gc.collect()
     churn = [bytes([index]) * size for index in range(64)]  # new objects where the freed bytes were
     assert len(churn) == 64 and torch.equal(stage(hidden), hidden * 2 + 1)
+    assert [len(program.buffer) for program in stage.programs()] == [size]  # what it reports is its own

@@ -64,7 +64,6 @@ def test_a_program_is_lowered_once_then_read_from_disk(fresh):
     assert facts["label"] == "Scale" and facts["seconds"] >= 0 and facts["portable"] == ["aten::scatter.src"]
     shape = cached_lowering("c", other, lambda: _exported(other, 3), build, {}, label="Scale", quantized=False)
     assert len(built) == 2 and shape == first  # another shape is lowered again (the fake build's bytes)
-    assert program_cache.programs_of("b") == [read]
     assert [label for label, _, _ in program_cache.lowered_programs()] == ["Scale", "Scale"]
 
 

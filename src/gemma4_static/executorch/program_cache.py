@@ -137,12 +137,6 @@ def lowered_programs() -> list[tuple[str, bool, Lowered]]:
     return [(entry.label, entry.quantized, entry.lowered) for entry in _IN_PROCESS.values()]
 
 
-def programs_of(what: Hashable) -> list[Lowered]:
-    """The programs so far whose identity starts with ``what`` (e.g. a stage's weights: runtimes built
-    from one model share them)."""
-    return [entry.lowered for identity, entry in _IN_PROCESS.items() if identity[0] == what]
-
-
 def forget_programs() -> None:
     """Forget this process's programs by identity (the next use exports again; the disk cache, keyed by
     content, stays valid)."""

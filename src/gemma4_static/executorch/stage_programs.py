@@ -21,17 +21,19 @@ from torch.utils import _pytree as pytree
 
 from ..npu.stages import runs_on_npu
 from .lowering import export_for_lowering, lower
-from .program_cache import Lowered, programs_of
+from .program_cache import Lowered
 
 
 @dataclass(frozen=True)
 class LoadedMethod:
-    """A stage program's loaded ``forward`` method, its output structure, and the loaded program
-    (held: it holds the ``.pte`` bytes the method runs from, which the program cache may let go)."""
+    """A stage program's loaded ``forward`` method, its output structure, the loaded program (held: it
+    holds the ``.pte`` bytes the method runs from, which the program cache may let go) and what the
+    lowering reported of it."""
 
     method: Any
     out_spec: Any
     program: Any
+    lowered: Lowered
 
 
 def _fixed(leaf: Any) -> tuple | None:
@@ -138,7 +140,8 @@ class EdgeStage:
 
             lowered = stage_program(self.module, args, quantization)
             program = Runtime.get().load_program(lowered.buffer)
-            self._loaded[key] = LoadedMethod(program.load_method("forward"), _out_spec(self.module, args), program)
+            method, out_spec = program.load_method("forward"), _out_spec(self.module, args)
+            self._loaded[key] = LoadedMethod(method, out_spec, program, lowered)
         return self._loaded[key]
 
     def __call__(self, *args: Any) -> Any:
@@ -151,8 +154,9 @@ class EdgeStage:
         return pytree.tree_unflatten([output.clone() for output in outputs], program.out_spec)
 
     def programs(self) -> list[Lowered]:
-        """Every program lowered (or read from the cache) for this stage so far."""
-        return programs_of(self.weights)
+        """Every program this stage has loaded so far, one per signature it was called with (its own
+        list: the program cache may have forgotten them since)."""
+        return [loaded.lowered for loaded in self._loaded.values()]
 
 
 def stage_programs(stages: Any, quantization: Any = None) -> Any:
