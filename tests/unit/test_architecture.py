@@ -19,7 +19,7 @@ RUNTIME_WITHOUT_HF = "HF-free runtime: "
 EXECUTORCH_ROOMS = "executorch rooms: "
 COMMANDS_ROOMS = "commands rooms: "
 EXECUTORCH_IN_ONE_ROOM = "ExecuTorch in one room: "
-CONTRACTS = 5
+CONTRACTS = 6
 
 
 def _lint_imports(python_path: Path) -> subprocess.CompletedProcess[str]:

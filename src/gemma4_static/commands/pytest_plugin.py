@@ -78,7 +78,7 @@ def pytest_collection(session: pytest.Session) -> bool | None:
     port = config.getoption("--gemma4-port")
     if not port:
         return None
-    from ..oracle.flow.verify import CHECKS
+    from ..oracle.flow.verify import CHECKS, INTEGER_ONLY
 
     models = config.getoption("--gemma4-model") or list(DEFAULT_MODELS)
     dtype = config.getoption("--gemma4-dtype")
@@ -86,6 +86,7 @@ def pytest_collection(session: pytest.Session) -> bool | None:
         PortCheck.from_parent(session, name=f"{port}[{model}-{dtype}]::{group}", spec=(port, model, dtype, group))
         for model in models
         for group in CHECKS
+        if group not in INTEGER_ONLY  # the plugin runs a float profile (--gemma4-dtype)
     ]
     examples = config.getoption("--gemma4-fuzz")
     shards = _workers(config)

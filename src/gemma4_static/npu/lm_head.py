@@ -9,6 +9,14 @@ from torch import nn
 from .ops import rms_norm
 
 
+class HeadMatmul(nn.Module):
+    """``F.linear(normed, weight)``: the LM head's matmul as a module of its own, so an integer
+    profile quantizes its input where an NPU's matmul reads it (after the final norm)."""
+
+    def forward(self, normed: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return F.linear(normed, weight)
+
+
 class LMHead(nn.Module):
     """Final norm, LM head and logit softcapping ``tanh(x / c) * c``: ``(B, S, H)`` -> ``(B, S, vocab)``."""
 
@@ -18,9 +26,10 @@ class LMHead(nn.Module):
         self.weight = weight
         self.eps = eps
         self.softcap = softcap
+        self.matmul = HeadMatmul()
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        logits = F.linear(rms_norm(hidden, self.norm_weight, self.eps), self.weight)
+        logits = self.matmul(rms_norm(hidden, self.norm_weight, self.eps), self.weight)
         if self.softcap is None:
             return logits
         return torch.tanh(logits / self.softcap) * self.softcap

@@ -123,4 +123,5 @@ def _sites(stages: Stages, scheme: Scheme) -> Iterator[Site]:
             groups = (f"layer {index}", kind, *(("PLE",) if kind in PER_LAYER_INPUT else ()))
             yield linear_site(f"layer {index} {kind}", groups, layer, kind, bits, group_size, act)
     if scheme.head_bits is not None:
-        yield Site("LM head", ("LM head",), stages.lm_head, "weight", weight_bits=scheme.head_bits, activation_bits=act)
+        head, bits = stages.lm_head, scheme.head_bits
+        yield Site("LM head", ("LM head",), head, "weight", weight_bits=bits, activation_bits=act, reads=head.matmul)

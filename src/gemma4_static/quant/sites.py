@@ -28,7 +28,8 @@ class QuantLinear(nn.Module):
 
 class Site:
     """The weight ``owner.<attribute>`` (``(rows, columns)``, a row per output) and, with
-    ``activation_bits``, the input ``argument`` of ``owner``'s forward as the matmul's activation.
+    ``activation_bits``, the input ``argument`` of the forward of ``reads`` (by default ``owner``) as
+    the matmul's activation.
     ``groups`` name what the site belongs to (its stage or layer, its projection kind).
 
     States: ``float`` (the original weight, activations untouched), ``observe`` (float, the
@@ -46,6 +47,7 @@ class Site:
         group_size: int | None = None,
         activation_bits: int | None = None,
         argument: int = 0,
+        reads: nn.Module | None = None,
     ) -> None:
         self.name, self.groups, self.owner, self.attribute = name, groups, owner, attribute
         self.original = getattr(owner, attribute)
@@ -55,7 +57,7 @@ class Site:
         self.activation = None if activation_bits is None else ActivationQuantizer(activation_bits)
         self.argument = argument
         if self.activation is not None:
-            owner.register_forward_pre_hook(self._on_input)
+            (owner if reads is None else reads).register_forward_pre_hook(self._on_input)
         self.set("quantized")
 
     def set(self, state: str) -> None:

@@ -21,6 +21,7 @@ from ...spec import TextConfigView
 from ...stack import LayerStack
 from . import fault_patches as patches
 from .catalogue_family import FAMILY_FAULTS
+from .catalogue_quant import QUANT_FAULTS
 from .catalogue_vision import VISION_FAULTS
 from .faults import Fault, after_init, setting
 
@@ -160,6 +161,7 @@ CATALOGUE: tuple[Fault, ...] = (
     ),
     *VISION_FAULTS,
     *FAMILY_FAULTS,
+    *QUANT_FAULTS,
 )
 
 FAULT_NAMES = tuple(fault.name for fault in CATALOGUE)

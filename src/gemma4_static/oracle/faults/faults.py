@@ -34,6 +34,8 @@ class Fault:
     needs_text: str | None = None  # a text-config flag the model must have (enable_moe_block, attention_k_eq_v)
     # why a low-precision profile (bf16, fp16, an integer scheme) cannot resolve it (checked in float32 only)
     float32_only: str | None = None
+    # why only an integer profile can show it (a fault of the fake quantization itself)
+    needs_quant: str | None = None
 
     def not_applicable(self, model: Any, dtype: torch.dtype, quant: str | None = None) -> str | None:
         """Why this fault cannot show on ``model`` in profile ``dtype`` (or integer scheme ``quant``), or ``None``."""
@@ -41,6 +43,8 @@ class Fault:
             return "the model has no vision tower"
         if self.needs_text is not None and not getattr(model.config.get_text_config(), self.needs_text, False):
             return f"the model has no {self.needs_text}"
+        if self.needs_quant is not None and quant is None:
+            return self.needs_quant
         if self.float32_only is not None and (dtype != torch.float32 or quant is not None):
             return f"below {quant or str(dtype).removeprefix('torch.')}'s resolution: {self.float32_only}"
         return None

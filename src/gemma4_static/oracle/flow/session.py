@@ -63,6 +63,7 @@ class Session:
     routing: RoutingLedger | None = None
     hf_model: Any = None  # HF in the profile: the same dtype, or quantized in the same scheme
     quant: QuantProfile | XnnpackQuantization | None = None  # an integer profile: the runtime's calibrated one
+    hf_sites: dict[str, Any] = field(default_factory=dict)  # HF's same-scheme sites (torchao) by site name
     schedules_budget: int = GRID_BUDGET  # port calls the schedules grid may spend
 
     @property
@@ -223,7 +224,7 @@ def _prepared(
         runtime = under_test.runtime
         runtime.calibrate(lambda: [under_test.prefill(prompt, keep_intermediates=True) for prompt in calibration])
         session.quant = runtime.quantization
-        session.hf_model, _ = calibrated_hf(model, scheme, calibration)
+        session.hf_model, session.hf_sites = calibrated_hf(model, scheme, calibration)
     moe = model.config.get_text_config().enable_moe_block
     if moe and session.is_runtime and backend_named(backend).eager and dtype == torch.float32:
         session.routing = RoutingLedger()

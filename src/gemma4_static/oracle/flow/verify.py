@@ -26,6 +26,7 @@ from . import verify_inputs, verify_numerics
 from .port_calls import guarded
 from .session import LAYER_GROUP, Session, open_session
 from .verify_masks import chunk_mask_rows, decode_mask_rows, prefill_mask_rows, vision_mask_rows
+from .verify_quantization import quantization_rows
 from .verify_schedules import schedules_rows
 from .verify_steps import chunked_prefill_rows, decode_rows
 
@@ -110,6 +111,7 @@ def routing_rows(session: Session) -> Iterator[Row]:
 # Every check group by name, in data-flow order (``verify --without NAME`` leaves one out), and
 # whether it reads this project's runtime itself (then another port gets one SKIP row for it).
 CHECKS: dict[str, tuple[Callable[[Session], Iterator[Row]], bool]] = {
+    "quantization": (quantization_rows, False),
     "inputs": (verify_inputs.input_rows, False),
     "prefill-masks": (prefill_mask_rows, False),
     "decode-masks": (decode_mask_rows, True),
@@ -125,6 +127,8 @@ CHECKS: dict[str, tuple[Callable[[Session], Iterator[Row]], bool]] = {
     "overflow": (overflow_rows, True),
     "export": (export_rows, True),
 }
+
+INTEGER_ONLY = ("quantization",)  # groups with rows only in an integer profile (--quant)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
-"""HF's own modules quantized in an integer scheme, the figure beside this runtime's (the same
-mechanics as :mod:`gemma4_static.quant` on HF's forward, its ranges observed in its own run on the
-same calibration prompts)."""
+"""HF's own modules quantized in an integer scheme, the figure beside this runtime's: the scheme's
+arithmetic from torchao (:mod:`.reference_quant`), not from :mod:`gemma4_static.quant` (so a bug
+in this project's fake quantization moves only the runtime's side), its activation ranges
+observed in HF's own forward on the same calibration prompts."""
 
 from __future__ import annotations
 
@@ -11,53 +12,92 @@ from typing import Any
 import torch
 from torch import nn
 
-from ...quant import QuantProfile, Scheme
-from ...quant.profile import PROJECTIONS
-from ...quant.sites import Site, linear_site
+from ...quant.schemes import Scheme
 from ...spec import text_module
 from ..references.hf import hf_prefill
 from ..references.samples import Prompt
+from .reference_quant import ReferenceActivation, reference_weight
 
 CALIBRATION_SEEDS = (11, 12, 13, 14)  # sample prompts of the session's shape, other content than the one checked
 
+ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")
+MLP = ("gate_proj", "up_proj", "down_proj")
+PER_LAYER = ("per_layer_input_gate", "per_layer_projection")
+TABLES = {"embed_tokens": "token embedding table", "embed_tokens_per_layer": "PLE table"}
+RUNTIME_KINDS = {"per_layer_input_gate": "ple_gate", "per_layer_projection": "ple_projection"}
+
+
+class ReferenceSite:
+    """The weight of HF's ``module`` (an ``nn.Linear`` or a table) in ``weight_bits`` and, with
+    ``activation_bits``, its input: observed while calibrating, then quantized (:meth:`settle`).
+    ``name`` is the runtime's name of the same site (``"layer 3 q_proj"``)."""
+
+    def __init__(
+        self,
+        name: str,
+        module: nn.Module,
+        weight_bits: int,
+        group_size: int | None = None,
+        activation_bits: int | None = None,
+    ) -> None:
+        self.name, self.module, self.weight_bits, self.group_size = name, module, weight_bits, group_size
+        self.activation = None if activation_bits is None else ReferenceActivation(activation_bits)
+        self.quantizing = False
+        self.rows: tuple[torch.Tensor, torch.Tensor] | None = None  # (batch, position) indices observed, else all
+        self._hook = None if self.activation is None else module.register_forward_pre_hook(self._on_input)
+
+    def _on_input(self, module: nn.Module, args: tuple) -> tuple | None:
+        if not self.quantizing:
+            self.activation.observe(args[0] if self.rows is None else args[0][self.rows])
+            return None
+        return (self.activation(args[0]), *args[1:])
+
+    def settle(self) -> None:
+        """Quantize the weight and, from now on, the input; a site calibration never reached (a
+        projection HF holds but never calls: those of layers that reuse K/V) stays float."""
+        if self.activation is not None and not self.activation.observed:
+            self._hook.remove()
+            return
+        weight = self.module.weight
+        self.module.weight = nn.Parameter(reference_weight(weight, self.weight_bits, self.group_size), False)
+        self.quantizing = True
+
 
 @torch.no_grad()
-def calibrated_hf(model: Any, scheme: Scheme, prompts: list[Prompt]) -> tuple[Any, QuantProfile]:
+def calibrated_hf(model: Any, scheme: Scheme, prompts: list[Prompt]) -> tuple[Any, dict[str, ReferenceSite]]:
     """A copy of HF ``model`` quantized where the runtime quantizes (decoder and vision encoder
-    projections, the PLE projection, tables and LM head as ``scheme`` says; projections HF holds but
-    never calls, those of layers that reuse K/V, stay as they are), calibrated over HF's own forward
-    on ``prompts``."""
+    projections, the PLE projection, tables and LM head as ``scheme`` says), calibrated over HF's own
+    forward on ``prompts``, and its sites by the runtime's site names (those calibration reached)."""
     quantized = copy.deepcopy(model)
-    profile = QuantProfile(scheme, list(_hf_sites(quantized, scheme)))
-    profile.calibrate(lambda: [hf_prefill(quantized, prompt) for prompt in prompts], unreached="float")
-    return quantized, profile
+    sites = list(_hf_sites(quantized, scheme))
+    head = [site for site in sites if site.name == "LM head"]
+    for prompt in prompts:
+        for site in head:  # the runtime's head runs on each row's last valid token: its range is theirs
+            site.rows = (torch.arange(prompt.input_ids.shape[0]), prompt.last_index)
+        hf_prefill(quantized, prompt)
+    for site in sites:
+        site.settle()
+    return quantized, {site.name: site for site in sites if site.quantizing}
 
 
-HF_KINDS = {
-    **{kind: kind for kind in PROJECTIONS},
-    "per_layer_input_gate": "ple_gate",
-    "per_layer_projection": "ple_projection",
-}
-TABLES = {"embed_tokens": "token embedding table", "embed_tokens_per_layer": "PLE table"}
-
-
-def _hf_sites(model: Any, scheme: Scheme) -> Iterator[Site]:
+def _hf_sites(model: Any, scheme: Scheme) -> Iterator[ReferenceSite]:
     act, bits, group_size = scheme.activation_bits, scheme.weight_bits, scheme.group_size
     text = text_module(model)
     for table, name in TABLES.items():
         if scheme.table_bits is not None and getattr(text, table, None) is not None:
-            yield Site(name, (), getattr(text, table), "weight", weight_bits=scheme.table_bits)
+            yield ReferenceSite(name, getattr(text, table), scheme.table_bits)
     if getattr(text, "per_layer_model_projection", None) is not None:
-        yield linear_site("PLE projection", (), text, "per_layer_model_projection", bits, group_size, act)
+        yield ReferenceSite("PLE projection", text.per_layer_model_projection, bits, group_size, act)
     vision = getattr(getattr(model, "model", None), "vision_tower", None)
     for index, layer in enumerate([] if vision is None else vision.encoder.layers):
-        for kind in PROJECTIONS:
-            parent = getattr(layer.self_attn if kind in PROJECTIONS[:4] else layer.mlp, kind)
-            yield linear_site(f"vision layer {index} {kind}", (), parent, "linear", bits, group_size, act)
+        for kind in (*ATTENTION, *MLP):
+            clipped = getattr(layer.self_attn if kind in ATTENTION else layer.mlp, kind)
+            yield ReferenceSite(f"vision layer {index} {kind}", clipped.linear, bits, group_size, act)
     for index, layer in enumerate(text.layers):
-        for kind, ours in HF_KINDS.items():
-            parent = layer.self_attn if kind in PROJECTIONS[:4] else layer.mlp if kind in PROJECTIONS else layer
+        for kind in (*ATTENTION, *MLP, *PER_LAYER):
+            parent = layer.self_attn if kind in ATTENTION else layer.mlp if kind in MLP else layer
             if isinstance(getattr(parent, kind, None), nn.Linear):
-                yield linear_site(f"layer {index} {ours}", (), parent, kind, bits, group_size, act)
+                name = f"layer {index} {RUNTIME_KINDS.get(kind, kind)}"
+                yield ReferenceSite(name, getattr(parent, kind), bits, group_size, act)
     if scheme.head_bits is not None:
-        yield linear_site("LM head", (), model, "lm_head", scheme.head_bits, None, act)
+        yield ReferenceSite("LM head", model.lm_head, scheme.head_bits, None, act)

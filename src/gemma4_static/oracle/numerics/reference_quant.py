@@ -1,0 +1,118 @@
+"""An integer scheme's arithmetic from a second implementation: torchao's affine quantization
+primitives (``choose_qparams_affine``, ``quantize_affine``, ``dequantize_affine``), never this
+project's :mod:`gemma4_static.quant` (PyTorch's observers and fake-quantize ops). The oracle builds
+HF's same-scheme model with these, and the tests hold :mod:`gemma4_static.quant` to them directly:
+a bug in either implementation moves one side only.
+
+Conventions (the scheme's, :mod:`gemma4_static.quant.schemes`): weights symmetric (zero point 0)
+with one scale per row, or per ``group_size`` consecutive columns of a row when the row's width is
+a multiple of it; activations asymmetric per tensor, their range the min and max over calibration,
+widened to hold 0. Scales are floored at float32's machine epsilon, as PyTorch's observers floor them.
+"""
+
+from __future__ import annotations
+
+import torch
+
+SCALE_FLOOR = torch.finfo(torch.float32).eps  # PyTorch's observers' floor (torchao's default is lower)
+
+
+def _primitives():
+    # torchao reports every optional CUDA extension it cannot load as a warning: none is used here
+    import logging
+
+    logging.getLogger("torchao").setLevel(logging.ERROR)
+    try:
+        from torchao.quantization import quant_primitives
+    except ImportError as error:
+        raise ImportError(
+            "an integer profile's reference is built with torchao: pip install 'gemma4-static[verify]'"
+        ) from error
+    return quant_primitives
+
+
+def integer_range(bits: int) -> tuple[int, int]:
+    """``(low, high)`` of a signed integer of ``bits`` (``(-8, 7)`` for 4), stated here again: the
+    reference takes nothing from the implementation it checks."""
+    if not isinstance(bits, int) or not 2 <= bits <= 16:
+        raise ValueError(f"bits must be an int in [2, 16], got {bits!r}")
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def _storage(bits: int) -> torch.dtype:
+    return torch.int8 if bits <= 8 else torch.int16
+
+
+def weight_block(weight: torch.Tensor, group_size: int | None) -> tuple[int, int]:
+    """torchao's ``block_size`` for ``weight (rows, columns)``: one row, or ``group_size`` columns of
+    a row when ``columns`` is a multiple of it."""
+    columns = weight.shape[1]
+    return 1, group_size if group_size is not None and columns % group_size == 0 else columns
+
+
+def weight_qparams(weight: torch.Tensor, bits: int, group_size: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(scale, zero_point)`` of ``weight (rows, columns)``, one per block (``(rows, blocks)``)."""
+    primitives, (low, high) = _primitives(), integer_range(bits)
+    block = weight_block(weight, group_size)
+    scale, zero_point = primitives.choose_qparams_affine(
+        weight.detach().float(),
+        primitives.MappingType.SYMMETRIC,
+        block,
+        _storage(bits),
+        low,
+        high,
+        eps=SCALE_FLOOR,
+        keepdim=True,
+    )
+    return scale, zero_point
+
+
+def reference_weight(weight: torch.Tensor, bits: int, group_size: int | None = None) -> torch.Tensor:
+    """``weight (rows, columns)`` quantized and dequantized by torchao (same shape and dtype)."""
+    primitives, (low, high) = _primitives(), integer_range(bits)
+    block = weight_block(weight, group_size)
+    scale, zero_point = weight_qparams(weight, bits, group_size)
+    quantized = primitives.quantize_affine(weight.detach().float(), block, scale, zero_point, _storage(bits), low, high)
+    return primitives.dequantize_affine(quantized, block, scale, zero_point, _storage(bits), low, high).to(weight.dtype)
+
+
+class ReferenceActivation:
+    """A static per-tensor asymmetric quantizer of ``bits``: :meth:`observe` (min and max over every
+    tensor seen), then calling it quantizes and dequantizes with torchao at that range."""
+
+    def __init__(self, bits: int) -> None:
+        self.bits, (self.low, self.high) = bits, integer_range(bits)
+        self.minimum, self.maximum = float("inf"), float("-inf")
+
+    def observe(self, x: torch.Tensor) -> None:
+        low, high = torch.aminmax(x.detach().float())
+        self.minimum, self.maximum = min(self.minimum, low.item()), max(self.maximum, high.item())
+
+    @property
+    def observed(self) -> bool:
+        return self.minimum <= self.maximum
+
+    def qparams(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(scale, zero_point)`` of the observed range (a ``ValueError`` before any tensor)."""
+        if not self.observed:
+            raise ValueError("the reference activation quantizer saw no calibration data")
+        primitives = _primitives()
+        return primitives.choose_qparams_affine_with_min_max(
+            torch.tensor([self.minimum]),
+            torch.tensor([self.maximum]),
+            primitives.MappingType.ASYMMETRIC,
+            [1],
+            torch.int32,
+            self.low,
+            self.high,
+            eps=SCALE_FLOOR,
+            zero_point_dtype=torch.int32,
+        )
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        primitives = _primitives()
+        scale, zero_point = self.qparams()
+        flat = x.float().reshape(-1)
+        affine = ((flat.numel(),), scale, zero_point, torch.int32, self.low, self.high)
+        dequantized = primitives.dequantize_affine(primitives.quantize_affine(flat, *affine), *affine)
+        return dequantized.reshape(x.shape).to(x.dtype)

@@ -1,0 +1,110 @@
+"""This project's fake quantization (``gemma4_static.quant``: PyTorch's observers and fake-quantize
+ops) against a second implementation, torchao's affine primitives
+(``oracle/numerics/reference_quant.py``): bit for bit, over shapes, bit widths, group layouts and
+ranges not centred on zero; and the faults of the fake quantization that the check must see."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gemma4_static.oracle.faults.catalogue import faults_named
+from gemma4_static.oracle.flow.verify_quantization import quantization_rows, weight_row
+from gemma4_static.oracle.numerics.reference_quant import ReferenceActivation, integer_range, reference_weight
+from gemma4_static.quant import fake_quant
+from gemma4_static.quant.fake_quant import ActivationQuantizer
+
+
+def _values(shape: tuple[int, ...], seed: int, centre: float, spread: float) -> torch.Tensor:
+    """Values around ``centre`` (often far from zero: one-sided ranges) with ``spread``."""
+    return centre + spread * torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
+weights = st.fixed_dictionaries(
+    {
+        "rows": st.integers(1, 6),
+        "columns": st.one_of(st.sampled_from([16, 32, 64, 96]), st.integers(1, 100)),  # multiples of a group, and not
+        "bits": st.sampled_from([4, 8]),
+        "group_size": st.sampled_from([None, 16, 32]),
+        "seed": st.integers(0, 2**16),
+        "centre": st.floats(-5, 5),
+        "spread": st.floats(1e-3, 1e2),
+    }
+)
+
+
+@given(weights)
+def test_weights_equal_torchaos_bit_for_bit(case):
+    weight = _values((case["rows"], case["columns"]), case["seed"], case["centre"], case["spread"])
+    ours = fake_quant.quantized_weight(weight, case["bits"], case["group_size"])
+    theirs = reference_weight(weight, case["bits"], case["group_size"])
+    assert torch.equal(ours, theirs), (ours - theirs).abs().max()
+
+
+activations = st.fixed_dictionaries(
+    {
+        "bits": st.sampled_from([8, 16]),
+        "seed": st.integers(0, 2**16),
+        "centre": st.floats(-20, 20),  # ranges all above or all below zero among them
+        "spread": st.floats(1e-3, 10),
+        "calls": st.integers(1, 3),
+        "beyond": st.floats(1, 3),  # the checked tensor reaches past the calibrated range
+    }
+)
+
+
+@given(activations)
+def test_activation_ranges_and_values_equal_torchaos_bit_for_bit(case):
+    ours, theirs = ActivationQuantizer(case["bits"]), ReferenceActivation(case["bits"])
+    for call in range(case["calls"]):
+        seen = _values((2, 3, 8), case["seed"] + call, case["centre"], case["spread"])
+        ours.observe(seen)
+        theirs.observe(seen)
+    ours.freeze()
+    scale, zero_point = theirs.qparams()
+    assert torch.equal(ours.scale.reshape(1), scale.reshape(1).float())
+    assert torch.equal(ours.zero_point.reshape(1), zero_point.reshape(1).int())
+    checked = _values((4, 8), case["seed"] + 99, case["centre"], case["spread"] * case["beyond"])
+    assert torch.equal(ours(checked), theirs(checked))
+
+
+ONE_SIDED = _values((2, 16), 0, 3.0, 0.5)  # every value above zero: the zero point carries the range
+WIDE = _values((4, 64), 1, 0.0, 0.1)
+
+
+def test_a_dropped_zero_point_fails_the_reference_check():
+    (fault,) = faults_named(["quant-zero-point-dropped"])
+    with fault.injected():
+        ours = ActivationQuantizer(8)
+        ours.observe(ONE_SIDED)
+        ours.freeze()
+    theirs = ReferenceActivation(8)
+    theirs.observe(ONE_SIDED)
+    assert int(ours.zero_point) != int(theirs.qparams()[1])
+    assert not torch.equal(ours(ONE_SIDED), theirs(ONE_SIDED))
+
+
+def test_blocks_down_a_column_fail_the_reference_check():
+    (fault,) = faults_named(["quant-groups-down-columns"])
+    with fault.injected():
+        ours = fake_quant.quantized_weight(WIDE, 4, 32)
+    assert not torch.equal(ours, reference_weight(WIDE, 4, 32))
+
+
+def test_the_check_compares_something_or_fails():
+    """No site compared is a NaN row (never a pass); XNNPACK's quantizer is one SKIP row with its reason."""
+    assert weight_row([], {}).failed and math.isnan(weight_row([], {}).value)
+    (skipped,) = quantization_rows(SimpleNamespace(quant=object(), hf_sites={}))
+    assert skipped.skipped.startswith("XNNPACK's PT2E quantizer")
+    assert list(quantization_rows(SimpleNamespace(quant=None, hf_sites={}))) == []
+
+
+@pytest.mark.parametrize("bits", [1, 17, 8.0, "8"])
+def test_a_bit_width_outside_the_reference_is_refused(bits):
+    with pytest.raises(ValueError, match=r"bits must be an int in \[2, 16\], got"):
+        integer_range(bits)
