@@ -1,6 +1,9 @@
 """The low-precision gates under every kernel set this CPU can run (``gemma4-static kernels``): the
-numerics lane and ``verify --dtype bfloat16/float16`` in new processes started under each set, since
-the kernels are chosen at process start. A set the CPU lacks is skipped with the flag it misses."""
+numerics lane on the default model and ``verify --dtype bfloat16/float16`` in new processes started
+under each set, since the kernels are chosen at process start. A set the CPU lacks is skipped with
+the flag it misses. The E2B geometry's profiles under each set (the same code path as the tiny
+model's, at seven times the time: 350 s of the 450 s the no-vector set took) are the kernel-set
+matrix's in CI, one job per set running the whole numerics lane."""
 
 from __future__ import annotations
 
@@ -43,7 +46,7 @@ def kernel_set(request: pytest.FixtureRequest):
 def test_numerics_lane_passes_under_the_kernel_set(kernel_set, report):
     env = _plain(kernel_set.environment())
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0", "--gemma4-numerics"]
-    lane = _run([*command, "tests/parity/test_numerics.py"], env)
+    lane = _run([*command, "-k", "not e2b_geometry", "tests/parity/test_numerics.py"], env)
     summary = lane.stdout.strip().splitlines()[-1] if lane.stdout.strip() else lane.stderr[-2000:]
     assert lane.returncode == 0, lane.stdout[-4000:] + lane.stderr[-2000:]
     assert "failed" not in summary and "passed" in summary

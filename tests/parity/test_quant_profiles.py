@@ -16,8 +16,9 @@ from gemma4_static.oracle.flow.verify import run_verification
 from gemma4_static.quant import SCHEMES
 from tests.reports import read_report
 
-# every check group of a profile run that depends on the numbers (masks are checked exactly in fp32)
-NUMERIC_CHECKS = ("inputs", "mask-value", "layers", "chunked-prefill", "decode", "overflow")
+# every check group of a profile run that depends on the numbers (masks are checked exactly in fp32), and
+# every site of the profile against the torchao reference
+NUMERIC_CHECKS = ("quantization", "inputs", "mask-value", "layers", "chunked-prefill", "decode", "overflow")
 GATED = ("SQNR dB", "cosine", "SQNR below HF's (dB)", "margin shift (logits)")  # the rows a gate decides
 
 
