@@ -67,8 +67,11 @@ def test_e2b_geometry_schemes_pass_their_gates(e2b_model, scheme, report):
 def test_a_porting_bug_fails_the_a16w8_gates(tiny_model, fault, report):
     """Not lost in the a16w8 noise: the bug drives a stage past a gate (SQNR, cosine, the deficit against
     HF in a16w8 or the margin shift; the fault-free run passes them:
-    ``test_a16w8_passes_its_gates_on_the_default_model``)."""
-    result = run_fault(faults_named([fault])[0], tiny_model, NUMERIC_CHECKS, quant="a16w8")
+    ``test_a16w8_passes_its_gates_on_the_default_model``). The ``quantization`` group is left out: a
+    bug upstream of a matmul moves its input's range away from HF's, which that group reports first
+    (``layer 0 o_proj``: HF's values 38,690 steps outside, for ``sliding-window-ignored``)."""
+    gated_groups = tuple(check for check in NUMERIC_CHECKS if check != "quantization")
+    result = run_fault(faults_named([fault])[0], tiny_model, gated_groups, quant="a16w8")
     gated = [row for row in result.failed if row.metric in GATED]
     assert gated, result.error or [format_row(row) for row in result.failed]
     first = gated[0]
