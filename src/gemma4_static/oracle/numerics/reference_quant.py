@@ -12,11 +12,14 @@ widened to hold 0. Scales are floored at float32's machine epsilon, as PyTorch's
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 SCALE_FLOOR = torch.finfo(torch.float32).eps  # PyTorch's observers' floor (torchao's default is lower)
 
 
+@functools.cache
 def _primitives():
     # torchao reports every optional CUDA extension it cannot load as a warning: none is used here
     import logging
@@ -83,10 +86,12 @@ class ReferenceActivation:
     def __init__(self, bits: int) -> None:
         self.bits, (self.low, self.high) = bits, integer_range(bits)
         self.minimum, self.maximum = float("inf"), float("-inf")
+        self._qparams: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def observe(self, x: torch.Tensor) -> None:
         low, high = torch.aminmax(x.detach().float())
         self.minimum, self.maximum = min(self.minimum, low.item()), max(self.maximum, high.item())
+        self._qparams = None
 
     @property
     def observed(self) -> bool:
@@ -96,6 +101,11 @@ class ReferenceActivation:
         """``(scale, zero_point)`` of the observed range (a ``ValueError`` before any tensor)."""
         if not self.observed:
             raise ValueError("the reference activation quantizer saw no calibration data")
+        if self._qparams is None:
+            self._qparams = self._chosen()
+        return self._qparams
+
+    def _chosen(self) -> tuple[torch.Tensor, torch.Tensor]:
         primitives = _primitives()
         return primitives.choose_qparams_affine_with_min_max(
             torch.tensor([self.minimum]),
