@@ -53,30 +53,17 @@ def weight_block(weight: torch.Tensor, group_size: int | None) -> tuple[int, int
     return 1, group_size if group_size is not None and columns % group_size == 0 else columns
 
 
-def weight_qparams(weight: torch.Tensor, bits: int, group_size: int | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(scale, zero_point)`` of ``weight (rows, columns)``, one per block (``(rows, blocks)``)."""
-    primitives, (low, high) = _primitives(), integer_range(bits)
-    block = weight_block(weight, group_size)
-    scale, zero_point = primitives.choose_qparams_affine(
-        weight.detach().float(),
-        primitives.MappingType.SYMMETRIC,
-        block,
-        _storage(bits),
-        low,
-        high,
-        eps=SCALE_FLOOR,
-        keepdim=True,
-    )
-    return scale, zero_point
-
-
 def reference_weight(weight: torch.Tensor, bits: int, group_size: int | None = None) -> torch.Tensor:
     """``weight (rows, columns)`` quantized and dequantized by torchao (same shape and dtype)."""
     primitives, (low, high) = _primitives(), integer_range(bits)
-    block = weight_block(weight, group_size)
-    scale, zero_point = weight_qparams(weight, bits, group_size)
-    quantized = primitives.quantize_affine(weight.detach().float(), block, scale, zero_point, _storage(bits), low, high)
-    return primitives.dequantize_affine(quantized, block, scale, zero_point, _storage(bits), low, high).to(weight.dtype)
+    block, values = weight_block(weight, group_size), weight.detach().float()
+    if block[1] == 1:  # torchao reduces a one-element block over the whole tensor: each value twice, same max
+        return reference_weight(weight.repeat_interleave(2, dim=1), bits, 2)[:, ::2].contiguous()
+    scale, zero_point = primitives.choose_qparams_affine(
+        values, primitives.MappingType.SYMMETRIC, block, _storage(bits), low, high, eps=SCALE_FLOOR, keepdim=True
+    )
+    affine = (block, scale, zero_point, _storage(bits), low, high)
+    return primitives.dequantize_affine(primitives.quantize_affine(values, *affine), *affine).to(weight.dtype)
 
 
 class ReferenceActivation:
