@@ -17,7 +17,8 @@ import torch
 
 from gemma4_static.commands import cli
 from gemma4_static.commands.pytest_items import check_group, port_session
-from gemma4_static.oracle.flow.verify import CHECKS
+from gemma4_static.oracle.checks.report import assert_rows_pass, format_row
+from gemma4_static.oracle.flow.verify import CHECKS, run_verification
 from tests.reports import read_report
 
 pytestmark = pytest.mark.ports
@@ -31,6 +32,9 @@ MODELS = ("tiny", "e2b-geometry")
 LANE_GRID_BUDGET = 200
 
 pytest.importorskip("executorch", reason="the ports lane needs the ports extra: pip install -e '.[ports]'")
+from executorch.examples.models.gemma4.text_decoder.gemma4_transformer import Gemma4ForCausalLM  # noqa: E402
+
+from gemma4_static.ports.executorch_gemma4 import ExecuTorchGemma4Port  # noqa: E402
 from gemma4_static.ports.qnn_gemma4 import QnnGemma4Port, mask_update_defect  # noqa: E402
 
 
@@ -83,6 +87,53 @@ def test_qnn_graph_matches_hf_once_its_masks_are_right(model, group):
     """The QNN divergence is the host-side mask update alone: with the masks its docstrings draw,
     the same weights, graph and caches match HF on chunked prefill, decode and generation."""
     check_group(f"{__name__}:DocumentedMasksPort", model, "float32", group)
+
+
+class FloatRopePort(ExecuTorchGemma4Port):
+    """ExecuTorch's Gemma 4 cast to the profile's dtype, its RoPE frequencies alone back in float32
+    (as its own attention code computes them in a float32 model of the same config)."""
+
+    name = "executorch-gemma4, RoPE frequencies in float32"
+
+    def __init__(self, model, setup) -> None:
+        super().__init__(model, setup)
+        fresh = Gemma4ForCausalLM(self.config).model
+        for mine, theirs in zip(self._layers, [*fresh.self_decoder.layers, *fresh.cross_decoder.layers], strict=True):
+            mine.self_attn.inv_freq = theirs.self_attn.inv_freq
+
+
+def test_executorch_gemma4_in_bfloat16_runs_end_to_end_on_the_default_model(capsys):
+    """``verify --port executorch-gemma4 --dtype bfloat16``: gated rows against float64 (never the
+    float32 tolerance); its RoPE rows are expected failures the port documents, the rest pass."""
+    assert cli.main(["verify", "--port", "executorch-gemma4", "--dtype", "bfloat16", "--no-export"]) == 0
+    out = capsys.readouterr().out
+    assert "SQNR dB" in out and "0 FAIL, 6 XFAIL" in out
+    assert "casts its whole model to bfloat16, RoPE inv_freq included" in out
+
+
+def test_executorch_gemma4_in_bfloat16_fails_its_gates_through_its_rope_frequencies(e2b_model, report):
+    """A finding on the E2B geometry: ExecuTorch's Gemma 4 cast to bfloat16 (its export wrapper's
+    default dtype) falls below the bf16 gates at the prefill logits and decode steps, as HF cast to
+    bfloat16 does; with its RoPE frequencies alone in float32 the same weights and graph pass every
+    gate (the minimal reproduction)."""
+    checks = ("rope", "layers", "decode")
+    shipped = run_verification(e2b_model, port="executorch-gemma4", dtype=torch.bfloat16, export=False, checks=checks)
+    failed = [row for row in shipped if row.failed]
+    assert {row.stage for row in failed} == {"prefill logits", "decode steps"}, [format_row(r) for r in failed]
+    assert all(row.expected for row in shipped if row.stage == "RoPE")
+    repaired = run_verification(
+        e2b_model, port=f"{__name__}:FloatRopePort", dtype=torch.bfloat16, export=False, checks=checks
+    )
+    assert_rows_pass(repaired)
+    sqnr = {
+        name: min(row.value for row in rows if row.stage == "prefill logits" and row.metric == "SQNR dB")
+        for name, rows in (("shipped", shipped), ("repaired", repaired))
+    }
+    shift = max(row.value for row in shipped if row.metric == "margin shift (ulps)")
+    report(
+        f"executorch-gemma4 bf16, E2B geometry: prefill logits {sqnr['shipped']:.1f} dB as shipped (gate 20), "
+        f"{sqnr['repaired']:.1f} dB with float32 RoPE frequencies; decode margin shift {shift:.1f} ulps (bound 26)"
+    )
 
 
 README_ADAPTER = re.compile(r"```python\n(# my_port\.py.*?)```", re.DOTALL)

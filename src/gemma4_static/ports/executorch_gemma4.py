@@ -83,7 +83,9 @@ class ExecuTorchGemma4Port(Gemma4Port):
 
     name = "executorch-gemma4"
     # any schedule (its model takes any number of tokens at their positions), up to max_seq_len - 1 a call
-    limits = PortLimits(max_batch=1, padding_side=None, dtypes=(torch.float32,), chunked_prefill=True)
+    limits = PortLimits(
+        max_batch=1, padding_side=None, dtypes=(torch.float32, torch.bfloat16, torch.float16), chunked_prefill=True
+    )
 
     def __init__(self, model: Any, setup: PortSetup) -> None:
         from executorch.examples.models.gemma4.text_decoder import convert_hf_to_custom
@@ -113,6 +115,19 @@ class ExecuTorchGemma4Port(Gemma4Port):
         self.model.to(text_module(model).embed_tokens.weight.dtype)
         self.pad_token_id = model.config.get_text_config().pad_token_id
         self.position = 0
+
+    def explain(self, row: Any) -> str | None:
+        """A RoPE row in a low-precision profile, while its model holds its RoPE frequencies in that
+        dtype: it casts the whole model (as its export's ``Gemma4Model(dtype=torch.bfloat16)``
+        default does), the ``inv_freq`` buffer included, so its angles come from rounded
+        frequencies (HF's own model cast to that dtype does the same)."""
+        frequencies = self._attention("full_attention").inv_freq.dtype
+        if row.stage != "RoPE" or frequencies == torch.float32:
+            return None
+        return (
+            f"{self.name} casts its whole model to {str(frequencies).removeprefix('torch.')}, RoPE inv_freq "
+            "included: angles from rounded frequencies, off more the further the position (as HF's own cast model)"
+        )
 
     @property
     def _layers(self) -> list[Any]:
@@ -168,8 +183,9 @@ class ExecuTorchGemma4Port(Gemma4Port):
     @torch.no_grad()
     def prefill(self, prompt: Prompt, *, keep_intermediates: bool = False) -> PortPrefill:
         """The prompt in the setup's schedule (else its runner's policy), each chunk one call at its
-        positions (its cache carries the earlier chunks); the logits of every position and of each
-        chunk's last token; the layers' outputs and per-layer inputs of a single call."""
+        positions (its cache carries the earlier chunks); the logits of each chunk's last token (its
+        model runs the LM head on a call's last token only: no logits of every position); the layers'
+        outputs and per-layer inputs of a single call."""
         ids = self._one_text_row(prompt)
         self._reset()
         length = ids.shape[1]
@@ -180,18 +196,14 @@ class ExecuTorchGemma4Port(Gemma4Port):
             for start, chunk in zip(chunk_starts(chunks), chunks, strict=True):
                 outputs.append(self.model(ids[:, start : start + chunk], torch.arange(start, start + chunk)))
         self.position = length
-        every = torch.cat(outputs, dim=1)
+        last = outputs[-1][:, -1]
         if not keep_intermediates:
-            return PortPrefill(every[:, -1])
+            return PortPrefill(last)
         chunk_logits = tuple(logits[:, -1] for logits in outputs)
         if len(chunks) > 1:  # the layers' outputs of a single call only
-            return PortPrefill(every[:, -1], all_logits=every, chunk_logits=chunk_logits)
+            return PortPrefill(last, chunk_logits=chunk_logits)
         return PortPrefill(
-            every[:, -1],
-            hidden_states=tuple(states),
-            per_layer_inputs=ple[0].permute(1, 2, 0, 3),
-            all_logits=every,
-            chunk_logits=chunk_logits,
+            last, hidden_states=tuple(states), per_layer_inputs=ple[0].permute(1, 2, 0, 3), chunk_logits=chunk_logits
         )
 
     @torch.no_grad()

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from ...ports.base import NotExposed
+from ...ports.static import StaticRuntimePort
 from ..checks import parity
 from ..checks.report import Row, merge_by, skip_row
 from ..numerics import parity_numerics
@@ -25,45 +26,88 @@ from ..references.hf import (
     paired_kv,
 )
 from ..references.samples import Prompt
+from .port_calls import guarded
 from .session import LAYER_GROUP, Session
 
 
 def input_rows(session: Session) -> Iterator[Row]:
     """Static inputs and token embedding exactly as HF's same-dtype ones; the embedding, PLE and the
-    soft tokens against float64."""
-    ours, gate, reference_model = session.ours, session.gate, session.reference_model
-    yield parity.static_input_row(session.prompt, session.runtime_outputs, session.runtime.spec)
-    ids = parity.llm_input_ids(session.prompt, session.model)
+    soft tokens against float64 (each a SKIP row where the port does not expose it)."""
+    prompt = session.prompt
+    yield from guarded(
+        "static inputs",
+        "ids, valid mask, lengths, image slot",
+        lambda: [parity.static_input_row(prompt, session.runtime_outputs, session.runtime.spec)],
+    )
+    ids = parity.llm_input_ids(prompt, session.model)
+    yield from guarded("token embedding", "vs float64", lambda: _embedding_rows(session, ids))
+    if session.has_per_layer_inputs:
+        yield from guarded("PLE", "vs float64", lambda: _ple_rows(session, ids))
+    if prompt.pixel_values is not None:
+        yield from guarded("vision prefill", "soft tokens", lambda: _soft_token_rows(session))
+        yield from guarded("fusion", "vs masked_scatter", lambda: [parity.fusion_row(session.runtime_outputs)])
+
+
+def _embedding_rows(session: Session, ids: torch.Tensor) -> Iterator[Row]:
     yield parity.embedding_row(session.hf_model, session.port, ids)
     valid = session.prompt.attention_mask.bool()
-    embedded = [model.get_input_embeddings()(ids)[valid] for model in (session.hf_model, reference_model)]
+    embedded = [model.get_input_embeddings()(ids)[valid] for model in (session.hf_model, session.reference_model)]
     mine = session.port.token_embedding(ids)[valid]
-    yield from parity_numerics.metric_rows("token embedding", "vs float64", mine, *embedded, gate)
-    if session.has_per_layer_inputs:
-        hf = hf_per_layer_inputs(session.hf_model, session.theirs, ids)[valid]
-        reference = hf_per_layer_inputs(reference_model, session.reference, ids)[valid]
-        mine = ours.per_layer_inputs[:, : valid.shape[1]][valid]
-        yield from parity_numerics.metric_rows("PLE", "vs float64", mine, hf, reference, gate)
-    if ours.soft_tokens is not None:
-        prompt = session.prompt
-        soft = {
-            name: torch.cat(model.model.get_image_features(pixels, prompt.image_position_ids).pooler_output)
-            for name, model, pixels in (
-                ("hf", session.hf_model, prompt.pixel_values.to(session.dtype)),
-                ("ref", reference_model, prompt.pixel_values.double()),
-            )
-        }
-        rows = parity_numerics.metric_rows(
-            "vision prefill", "soft tokens", torch.cat(ours.soft_tokens), soft["hf"], soft["ref"], gate
+    yield from parity_numerics.metric_rows("token embedding", "vs float64", mine, *embedded, session.gate)
+
+
+def _ple_rows(session: Session, ids: torch.Tensor) -> list[Row]:
+    valid = session.prompt.attention_mask.bool()
+    mine = session.exposed(session.ours.per_layer_inputs, "per-layer inputs")[:, : valid.shape[1]][valid]
+    hf = hf_per_layer_inputs(session.hf_model, session.theirs, ids)[valid]
+    reference = hf_per_layer_inputs(session.reference_model, session.reference, ids)[valid]
+    return parity_numerics.metric_rows("PLE", "vs float64", mine, hf, reference, session.gate)
+
+
+def _soft_token_rows(session: Session) -> list[Row]:
+    prompt, mine = session.prompt, torch.cat(session.exposed(session.ours.soft_tokens, "soft tokens"))
+    soft = {
+        name: torch.cat(model.model.get_image_features(pixels, prompt.image_position_ids).pooler_output)
+        for name, model, pixels in (
+            ("hf", session.hf_model, prompt.pixel_values.to(session.dtype)),
+            ("ref", session.reference_model, prompt.pixel_values.double()),
         )
-        yield from rows
-        yield parity.fusion_row(session.runtime_outputs)
+    }
+    return parity_numerics.metric_rows("vision prefill", "soft tokens", mine, soft["hf"], soft["ref"], session.gate)
 
 
 def layer_rows(session: Session) -> Iterator[Row]:
     """Each layer's hidden states (grouped), the K/V of every producing layer, the prefill logits."""
+    gate, valid, prompt = session.gate, session.prompt.attention_mask.bool(), session.prompt
+    yield from guarded("decoder layers", "hidden states vs float64", lambda: _hidden_state_rows(session))
+    yield from _kv_rows(session, "KV cache", session.port, prompt, "")
+    rows_index = torch.arange(valid.shape[0])
+    reference = session.reference.logits[rows_index, prompt.last_index]
+    hf = session.theirs.logits[rows_index, prompt.last_index]
+    check = "last valid token per row"
+    yield from parity_numerics.metric_rows("prefill logits", check, session.ours.logits, hf, reference, gate)
+    yield parity_numerics.sample_gap_row("prefill logits", reference, gate)
+    positions = valid.nonzero().tolist()
+    yield from guarded(
+        "prefill logits",
+        f"every valid position ({len(positions)})",
+        lambda: parity_numerics.token_rows(
+            "prefill logits",
+            f"every valid position ({len(positions)})",
+            session.exposed(session.ours.all_logits, "the logits of every position")[valid],
+            session.theirs.logits[valid],
+            session.reference.logits[valid],
+            gate,
+            lambda index: "row {} position {}".format(*positions[index]),
+        ),
+    )
+
+
+def _hidden_state_rows(session: Session) -> Iterator[Row]:
+    """Each layer's hidden states against float64, merged per group of :data:`LAYER_GROUP` layers."""
     gate, valid = session.gate, session.prompt.attention_mask.bool()
-    ours = paired_hidden_states(session.hf_model, session.ours.hidden_states, session.reference.hidden_states, valid)
+    states = session.exposed(session.ours.hidden_states, "hidden states")
+    ours = paired_hidden_states(session.hf_model, states, session.reference.hidden_states, valid)
     layers = [
         parity_numerics.metric_rows("decoder layers", f"layer {index}", mine, hf[valid], reference, gate)
         for index, ((mine, reference), hf) in enumerate(zip(ours[1:], session.theirs.hidden_states[1:], strict=True))
@@ -71,33 +115,17 @@ def layer_rows(session: Session) -> Iterator[Row]:
     for start in range(0, len(layers), LAYER_GROUP):
         group = [row for rows in layers[start : start + LAYER_GROUP] for row in rows]
         yield from merge_by(group, attrgetter("metric"), f"layers {start}-{start + LAYER_GROUP - 1} hidden states")
-    runtime, prompt = session.runtime, session.prompt
-    yield from _kv_rows(session, "KV cache", runtime, prompt, "")
-    rows_index = torch.arange(valid.shape[0])
-    reference = session.reference.logits[rows_index, prompt.last_index]
-    hf = session.theirs.logits[rows_index, prompt.last_index]
-    check = "last valid token per row"
-    yield from parity_numerics.metric_rows("prefill logits", check, session.ours.logits, hf, reference, gate)
-    yield parity_numerics.sample_gap_row("prefill logits", reference, gate)
-    every = session.exposed(session.ours.all_logits, "the logits of every position")[valid]
-    positions = valid.nonzero().tolist()
-    yield from parity_numerics.token_rows(
-        "prefill logits",
-        f"every valid position ({len(positions)})",
-        every,
-        session.theirs.logits[valid],
-        session.reference.logits[valid],
-        gate,
-        lambda index: "row {} position {}".format(*positions[index]),
-    )
 
 
-def _kv_rows(session: Session, stage: str, runtime: Any, prompt: Prompt, prefix: str) -> Iterator[Row]:
-    """K and V of every producing layer and row of ``runtime``'s cache after prefilling ``prompt``,
-    against HF's caches (float64 and same dtype), merged per kind and metric."""
+def _kv_rows(session: Session, stage: str, port: Any, prompt: Prompt, prefix: str) -> Iterator[Row]:
+    """K and V of every producing layer and row of ``port``'s cache after prefilling ``prompt``,
+    against HF's caches (float64 and same dtype), merged per kind and metric (this runtime's cache;
+    a SKIP row for another port's)."""
     gate = session.gate
     try:
-        cache = parity.observable_cache(runtime)
+        if not isinstance(port, StaticRuntimePort):
+            raise NotExposed(f"{port.name} does not expose its KV cache (checked through the logits)")
+        cache = parity.observable_cache(port.runtime)
     except NotExposed as reason:
         yield skip_row(stage, f"{prefix}K/V of every producing layer", str(reason))
         return
@@ -125,7 +153,7 @@ def chunked_prefill_rows(session: Session, port: Any, prompt: Prompt, ours: torc
     yield from parity_numerics.decision_rows(
         stage, check, ours, reference, bound, text, lambda row: f"row {row}", hf=hf
     )
-    yield from _kv_rows(session, stage, port.runtime, prompt, f"{check}, ")
+    yield from _kv_rows(session, stage, port, prompt, f"{check}, ")
 
 
 def decode_rows(session: Session, tokens: torch.Tensor) -> Iterator[Row]:
