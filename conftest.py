@@ -61,12 +61,13 @@ OPT_IN_LANES = {
     ),
     "--gemma4-executorch": (
         "executorch",
-        "the ExecuTorch lane: every stage lowered with XNNPACK, float and a8w8, about 30 min",
+        "the ExecuTorch lane: every stage lowered with XNNPACK, float and a8w8 (each program lowered once, then read "
+        "from the program cache)",
     ),
     "--gemma4-numerics": (
         "numerics",
         "the E2B geometry's bf16, fp16 and integer profiles against HF in float64, porting bugs the "
-        "low-precision gates must catch, the E2B sensitivity sweep, about 12 minutes",
+        "low-precision gates must catch, the E2B sensitivity sweep",
     ),
     "--gemma4-ports": (
         "ports",
