@@ -10,6 +10,7 @@ from typing import NoReturn
 
 from ..executorch.backends import BACKENDS
 from . import fuzz as fuzz_command
+from . import new_port
 from .output import exit_code_of, progress
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # verification never reaches the network
@@ -165,6 +166,7 @@ def _parser() -> argparse.ArgumentParser:
         "the cache as inputs (stages, for NPUs that hold the cache outside); pt2: stages only",
     )
     fuzz_command.add_parser(commands, _bounded, CONFIGS)
+    new_port.add_parser(commands)
     return parser
 
 
@@ -180,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         from .export import run_export
 
         return run_export(args)
+    if args.command == "new-port":
+        return new_port.run_new_port(args)
     if args.command == "fuzz":
         with progress(args.quiet):
             return exit_code_of("fuzz", lambda: fuzz_command.run_fuzz(args))

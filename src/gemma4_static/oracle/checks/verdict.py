@@ -95,7 +95,8 @@ class Verdict:
         if not self.num_layers:
             return f"{named}; {groups}"
         if not self.layers_compared:
-            return f"logits only (0 of {self.num_layers} layers): {named}; {groups}"
+            logits = any(stage in MINIMUM for stage in stages)  # "logits only" says what it did compare
+            return f"{'logits only ' if logits else ''}(0 of {self.num_layers} layers): {named}; {groups}"
         return f"{self.layers_compared} of {self.num_layers} layers, {named}; {groups}"
 
     def summary(self) -> str:
