@@ -26,10 +26,10 @@ pytestmark = pytest.mark.ports
 ROOT = Path(__file__).resolve().parents[2]
 PORTS = ("executorch-gemma4", "qnn-gemma4")
 MODELS = ("tiny", "e2b-geometry")
-# port calls of the schedules grid in this lane: on the E2B geometry its most telling cases (the
-# port's policy first; the tiny model's grid runs whole, 44 cases; the E2B geometry's whole grid:
-# gemma4-static verify --port NAME --config e2b-geometry, README, and CI's ExecuTorch step)
-LANE_GRID_BUDGET = 200
+# port calls of the schedules grid in this lane on the E2B geometry: its most telling cases (the
+# port's policy first; its whole grid: gemma4-static verify --port NAME --config e2b-geometry, README,
+# and CI's ExecuTorch step); the tiny model's grid runs whole (44 cases, verify's own budget)
+E2B_GRID_BUDGET = 150
 
 pytest.importorskip("executorch", reason="the ports lane needs the ports extra: pip install -e '.[ports]'")
 from executorch.examples.models.gemma4.text_decoder.gemma4_transformer import Gemma4ForCausalLM  # noqa: E402
@@ -48,7 +48,8 @@ from gemma4_static.ports.qnn_gemma4 import QnnGemma4Port, mask_update_defect  # 
     ],
 )
 def test_port_through_each_check_group(port, model, group, report):
-    port_session(port, model, "float32").schedules_budget = LANE_GRID_BUDGET
+    if model == "e2b-geometry":
+        port_session(port, model, "float32").schedules_budget = E2B_GRID_BUDGET
     rows = check_group(port, model, "float32", group)
     errors = [f"{row.stage} {row.value:.2g}" for row in rows if row.metric == "max abs diff" and not row.skipped]
     report(f"{port} on {model}, {group}: {len(rows)} rows pass; max abs diff: {', '.join(errors) or 'none'}")

@@ -45,7 +45,9 @@ def test_tiny_schemes_pass_their_gates(tiny_model, scheme, report):
 
 
 @pytest.mark.numerics
-@pytest.mark.parametrize("scheme", ("a16w8", "a8w8", "a16w4", "a16w8+e8+h8"))
+# a16w8's sites are a16w8+e8+h8's without the tables and the LM head: the E2B geometry runs the
+# latter (and each other base); tiny runs all six schemes
+@pytest.mark.parametrize("scheme", ("a8w8", "a16w4", "a16w8+e8+h8"))
 def test_e2b_geometry_schemes_pass_their_gates(e2b_model, scheme, report):
     assert_rows_pass(_gated(e2b_model, scheme, report, "e2b-geometry"))
 
