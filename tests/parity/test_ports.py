@@ -28,8 +28,10 @@ PORTS = ("executorch-gemma4", "qnn-gemma4")
 MODELS = ("tiny", "e2b-geometry")
 # port calls of the schedules grid in this lane on the E2B geometry: its most telling cases (the
 # port's policy first; its whole grid: gemma4-static verify --port NAME --config e2b-geometry, README,
-# and CI's ExecuTorch step); the tiny model's grid runs whole (44 cases, verify's own budget)
-E2B_GRID_BUDGET = 150
+# and CI's ExecuTorch step); Qualcomm's fewer: every case of more than one call fails there as it
+# documents (its mask update), so more cases only repeat that. The tiny model's grid runs whole (44
+# cases, verify's own budget) for both.
+E2B_GRID_BUDGET = {"executorch-gemma4": 150, "qnn-gemma4": 50}
 
 pytest.importorskip("executorch", reason="the ports lane needs the ports extra: pip install -e '.[ports]'")
 from executorch.examples.models.gemma4.text_decoder.gemma4_transformer import Gemma4ForCausalLM  # noqa: E402
@@ -49,7 +51,7 @@ from gemma4_static.ports.qnn_gemma4 import QnnGemma4Port, mask_update_defect  # 
 )
 def test_port_through_each_check_group(port, model, group, report):
     if model == "e2b-geometry":
-        port_session(port, model, "float32").schedules_budget = E2B_GRID_BUDGET
+        port_session(port, model, "float32").schedules_budget = E2B_GRID_BUDGET[port]
     rows = check_group(port, model, "float32", group)
     errors = [f"{row.stage} {row.value:.2g}" for row in rows if row.metric == "max abs diff" and not row.skipped]
     report(f"{port} on {model}, {group}: {len(rows)} rows pass; max abs diff: {', '.join(errors) or 'none'}")
@@ -134,13 +136,13 @@ def test_the_plugins_groups_take_the_profile(report):
 
 def test_executorch_gemma4_in_bfloat16_fails_its_gates_through_its_rope_frequencies(e2b_model, report):
     """A finding on the E2B geometry: ExecuTorch's Gemma 4 cast to bfloat16 (its export wrapper's
-    default dtype) falls below the bf16 gates at the prefill logits and decode steps, as HF cast to
-    bfloat16 does; with its RoPE frequencies alone in float32 the same weights and graph pass every
-    gate (the minimal reproduction)."""
-    checks = ("rope", "layers", "decode")
+    default dtype) falls below the bf16 gates at the prefill logits (and the decode steps), as HF
+    cast to bfloat16 does; with its RoPE frequencies alone in float32 the same weights and graph pass
+    every gate (the minimal reproduction)."""
+    checks = ("rope", "layers")  # the decode steps fail the same way (48.7 ulps, bound 26): README
     shipped = run_verification(e2b_model, port="executorch-gemma4", dtype=torch.bfloat16, export=False, checks=checks)
     failed = [row for row in shipped if row.failed]
-    assert {row.stage for row in failed} == {"prefill logits", "decode steps"}, [format_row(r) for r in failed]
+    assert {row.stage for row in failed} == {"prefill logits"}, [format_row(r) for r in failed]
     assert all(row.expected for row in shipped if row.stage == "RoPE")
     repaired = run_verification(
         e2b_model, port=f"{__name__}:FloatRopePort", dtype=torch.bfloat16, export=False, checks=checks
@@ -150,10 +152,9 @@ def test_executorch_gemma4_in_bfloat16_fails_its_gates_through_its_rope_frequenc
         name: min(row.value for row in rows if row.stage == "prefill logits" and row.metric == "SQNR dB")
         for name, rows in (("shipped", shipped), ("repaired", repaired))
     }
-    shift = max(row.value for row in shipped if row.metric == "margin shift (ulps)")
     report(
         f"executorch-gemma4 bf16, E2B geometry: prefill logits {sqnr['shipped']:.1f} dB as shipped (gate 20), "
-        f"{sqnr['repaired']:.1f} dB with float32 RoPE frequencies; decode margin shift {shift:.1f} ulps (bound 26)"
+        f"{sqnr['repaired']:.1f} dB with float32 RoPE frequencies"
     )
 
 
@@ -226,7 +227,9 @@ def test_plugin_from_the_installed_wheel_outside_the_checkout(tmp_path):
     # through it in this lane's other tests); nothing to check: routing (no MoE block)
     assert re.search(r"\b13 passed, 1 skipped\b", ours.stdout), ours.stdout[-2000:]
 
-    qnn = run(*base, "-q", "-rx", "--gemma4-port", "qnn-gemma4", "--gemma4-model", "tiny")
+    # Qualcomm's documented failures through the plugin: the groups that run its cache, and its prefill
+    groups = "layers or decode or schedules"
+    qnn = run(*base, "-q", "-rx", "--gemma4-port", "qnn-gemma4", "--gemma4-model", "tiny", "-k", groups)
     assert qnn.returncode == 0, qnn.stdout[-3000:] + qnn.stderr[-3000:]
     xfailed = [line for line in qnn.stdout.splitlines() if line.startswith("XFAIL")]
     assert xfailed and all("qnn-gemma4 documents it: masking_utils smart_mask_update" in line for line in xfailed)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from gemma4_static.oracle.faults.catalogue import faults_named
 from gemma4_static.oracle.flow.verify_quantization import quantization_rows, weight_row
 from gemma4_static.oracle.numerics.reference_quant import ReferenceActivation, integer_range, reference_weight
-from gemma4_static.quant import fake_quant
+from gemma4_static.quant import QuantProfile, fake_quant, parse_scheme
 from gemma4_static.quant.fake_quant import ActivationQuantizer
 
 
@@ -102,6 +102,13 @@ def test_the_check_compares_something_or_fails():
     (skipped,) = quantization_rows(SimpleNamespace(quant=object(), hf_sites={}))
     assert skipped.skipped.startswith("XNNPACK's PT2E quantizer")
     assert list(quantization_rows(SimpleNamespace(quant=None, hf_sites={}))) == []
+
+
+def test_a_site_without_an_hf_counterpart_is_said_and_nothing_passes_for_it():
+    profile = QuantProfile(parse_scheme("a16w8"), [SimpleNamespace(name="layer 0 q_proj", activation=None)])
+    unmatched, weights, *ranges = quantization_rows(SimpleNamespace(quant=profile, hf_sites={}))
+    assert unmatched.check == "sites HF's forward never reached: layer 0 q_proj" and unmatched.status == "INFO"
+    assert weights.failed and all(row.failed for row in ranges)
 
 
 @pytest.mark.parametrize("bits", [1, 17, 8.0, "8"])

@@ -45,6 +45,10 @@ def quantization_rows(session: Session) -> Iterator[Row]:
         yield skip_row(STAGE, "sites vs torchao and HF's ranges", reason)
         return
     sites = [site for site in session.quant.sites if site.name in session.hf_sites]
+    unmatched = [site.name for site in session.quant.sites if site.name not in session.hf_sites]
+    if unmatched:  # said, never silently left out
+        check = f"sites HF's forward never reached: {', '.join(unmatched[:3])}{', ...' if len(unmatched) > 3 else ''}"
+        yield Row(STAGE, check, "sites not compared", len(unmatched), math.inf)
     yield weight_row(sites, session.hf_sites)
     measured = [site for site in sites if site.activation is not None]
     yield from range_rows(measured, session.hf_sites)
