@@ -116,19 +116,21 @@ def test_executorch_gemma4_in_bfloat16_runs_end_to_end_on_the_default_model(caps
 
 def test_the_plugins_groups_take_the_profile(report):
     """The plugin's items in ``--gemma4-dtype bfloat16`` (``check_group``, as each item runs it): every
-    group a port answers is judged in the profile; RoPE is the port's documented expected failure."""
-    outcomes = {}
+    group a port answers is judged in the profile; RoPE is the port's documented expected failure.
+    An item's xfail or skip is its outcome here, recorded and reported with its reason; a failure
+    propagates and fails this test."""
+    outcomes, reasons = {}, {}
     for group in CHECKS:
         if group in INTEGER_ONLY:
             continue
         try:
             check_group("executorch-gemma4", "tiny", "bfloat16", group)
             outcomes[group] = "passed"
-        except pytest.xfail.Exception:
-            outcomes[group] = "xfailed"
-        except pytest.skip.Exception:
-            outcomes[group] = "skipped"
-    report(f"executorch-gemma4 on tiny in bfloat16, by group: {outcomes}")
+        except pytest.xfail.Exception as reason:
+            outcomes[group], reasons[group] = "xfailed", str(reason)
+        except pytest.skip.Exception as reason:
+            outcomes[group], reasons[group] = "skipped", str(reason)
+    report(f"executorch-gemma4 on tiny in bfloat16, by group: {outcomes}; why: {reasons}")
     assert outcomes["rope"] == "xfailed"
     judged = ("inputs", "prefill-masks", "layers", "chunked-prefill", "decode")
     assert all(outcomes[group] == "passed" for group in judged), outcomes

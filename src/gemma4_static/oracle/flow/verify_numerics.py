@@ -88,12 +88,13 @@ def layer_rows(session: Session) -> Iterator[Row]:
     yield from parity_numerics.metric_rows("prefill logits", check, session.ours.logits, hf, reference, gate)
     yield parity_numerics.sample_gap_row("prefill logits", reference, gate)
     positions = valid.nonzero().tolist()
+    every = f"every valid position ({len(positions)})"
     yield from guarded(
         "prefill logits",
-        f"every valid position ({len(positions)})",
+        every,
         lambda: parity_numerics.token_rows(
             "prefill logits",
-            f"every valid position ({len(positions)})",
+            every,
             session.exposed(session.ours.all_logits, "the logits of every position")[valid],
             session.theirs.logits[valid],
             session.reference.logits[valid],
