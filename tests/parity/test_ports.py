@@ -6,6 +6,7 @@ one stage broken; and the pytest plugin from the built wheel in a fresh venv, ou
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from gemma4_static.commands import cli
 from gemma4_static.commands.pytest_items import check_group, port_session
 from gemma4_static.oracle.checks.report import assert_rows_pass, format_row
 from gemma4_static.oracle.flow.verify import CHECKS, INTEGER_ONLY, run_verification
+from gemma4_static.quant.schemes import PORT_SCHEMES
 from tests.reports import read_report
 
 pytestmark = pytest.mark.ports
@@ -158,6 +160,66 @@ def test_executorch_gemma4_in_bfloat16_fails_its_gates_through_its_rope_frequenc
         f"executorch-gemma4 bf16, E2B geometry: prefill logits {sqnr['shipped']:.1f} dB as shipped (gate 20), "
         f"{sqnr['repaired']:.1f} dB with float32 RoPE frequencies"
     )
+
+
+@pytest.mark.parametrize("scheme", PORT_SCHEMES)
+def test_executorch_gemma4_in_its_own_recipes_runs_end_to_end_on_the_default_model(scheme, capsys):
+    """``verify --port executorch-gemma4 --quant SCHEME``: the port quantized by its export's own
+    recipe, gated rows against float64 with HF in the same scheme (torchao on HF's modules) beside
+    each, never the float32 tolerance; the fake quantization's site check says why it has no sites."""
+    assert cli.main(["verify", "--port", "executorch-gemma4", "--quant", scheme, "--no-export"]) == 0
+    out = capsys.readouterr().out
+    assert f"{scheme} over float32; port executorch-gemma4" in out
+    judged = [line for line in out.splitlines() if line.startswith("PASS") and "SQNR below HF's (dB)" in line]
+    assert {line.split()[1] for line in judged} >= {"PLE", "decoder", "prefill", "chunked", "decode"}
+    assert "tolerance 2e-05" not in out
+    assert f"executorch-gemma4 quantizes itself in its own recipe ({scheme})" in out
+
+
+def test_executorch_gemma4_in_its_default_recipe_on_the_e2b_geometry(e2b_model, report):
+    """ExecuTorch's default text recipe, 8da4w+emb8, on the E2B geometry: every layer group, the
+    prefill logits and the decode steps within the scheme's gates and within 3 dB of HF's own."""
+    checks = ("inputs", "layers", "decode")
+    rows = run_verification(e2b_model, port="executorch-gemma4", quant="8da4w+emb8", export=False, checks=checks)
+    assert_rows_pass(rows)
+    sqnr = {f"{row.stage}, {row.check}": round(row.value, 1) for row in rows if row.metric == "SQNR dB"}
+    assert len([check for check in sqnr if check.startswith("decoder layers")]) == 7
+    report(f"executorch-gemma4 8da4w+emb8 on the E2B geometry, SQNR dB by stage: {sqnr}")
+
+
+class MixedUpRecipePort(ExecuTorchGemma4Port):
+    """ExecuTorch's Gemma 4 declaring 8da8w but quantizing its linears as 8da4w (a recipe mix-up)."""
+
+    name = "executorch-gemma4, 8da4w linears under 8da8w"
+
+    def __init__(self, model, setup) -> None:
+        super().__init__(model, dataclasses.replace(setup, quant=setup.quant.replace("8da8w", "8da4w")))
+
+
+def test_a_port_that_runs_another_recipe_than_it_declares_fails_the_layers(tiny_model):
+    """int4 weights where int8 were declared: the first layer group falls far below the 8da8w gate
+    and below HF's own 8da8w figure (the same-scheme comparison names it too)."""
+    rows = run_verification(
+        tiny_model, port=f"{__name__}:MixedUpRecipePort", quant="8da8w", export=False, checks=("layers",)
+    )
+    failed = {(row.check, row.metric) for row in rows if row.failed}
+    assert ("layers 0-4 hidden states [first: layer 0]", "SQNR dB") in failed
+    assert ("layers 0-4 hidden states [first: layer 0]", "SQNR below HF's (dB)") in failed
+
+
+def test_the_plugins_groups_take_an_integer_scheme(report):
+    """The plugin's items with ``--gemma4-quant 8da4w+emb8``: the groups a port answers are judged
+    under the scheme's gates; the fake quantization's site check is skipped with its reason."""
+    outcomes, reasons = {}, {}
+    for group in ("quantization", "inputs", "layers", "chunked-prefill", "decode"):
+        try:
+            check_group("executorch-gemma4", "tiny", "float32", group, quant="8da4w+emb8")
+            outcomes[group] = "passed"
+        except pytest.skip.Exception as reason:
+            outcomes[group], reasons[group] = "skipped", str(reason)
+    report(f"executorch-gemma4 on tiny in 8da4w+emb8, by group: {outcomes}; why: {reasons}")
+    assert outcomes == {"quantization": "skipped", **dict.fromkeys(list(outcomes)[1:], "passed")}
+    assert "quantizes itself in its own recipe" in reasons["quantization"]
 
 
 README_ADAPTER = re.compile(r"```python\n(# my_port\.py.*?)```", re.DOTALL)

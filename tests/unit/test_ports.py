@@ -8,6 +8,7 @@ import types
 import pytest
 import torch
 
+from gemma4_static.oracle.flow.port_calls import make_port
 from gemma4_static.ports import Gemma4Port, NotExposed, PortSetup
 from gemma4_static.ports.qnn_gemma4 import mask_update_defect
 from gemma4_static.ports.registry import BUILT_IN, build_port, port_factory
@@ -64,6 +65,17 @@ def test_bad_port_names_are_value_errors_naming_the_port(name, message, tmp_path
     with pytest.raises(ValueError, match="port") as error:
         port_factory(name)
     assert message in str(error.value)
+
+
+def test_a_port_gets_the_integer_scheme_in_its_setup(tmp_path):
+    """``make_port`` hands another port its scheme as ``setup.quant`` (the port quantizes itself);
+    the runtime's own options stay refused there."""
+    (tmp_path / "team_adapter.py").write_text(ADAPTER)
+    name = f"{tmp_path / 'team_adapter.py'}:Adapter"
+    port = make_port(name, None, PortSetup(max_seq=8), quant="8da4w")
+    assert port.setup == PortSetup(max_seq=8, quant="8da4w")
+    with pytest.raises(ValueError, match="backend and mask_value are options of the gemma4-static runtime"):
+        make_port(name, None, PortSetup(max_seq=8), mask_value=-1.0)
 
 
 def test_a_factory_that_returns_no_port_is_a_value_error(tmp_path):

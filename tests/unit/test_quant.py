@@ -15,12 +15,20 @@ from gemma4_static.runtime import StaticGemma4Runtime
 
 @pytest.mark.parametrize(
     ("text", "bits"),
-    [("a16w8", (16, 8, None, None, None)), ("a8w8+e8", (8, 8, None, 8, None)), ("a16w4+e8+h8", (16, 4, 32, 8, 8))],
+    [
+        ("a16w8", (16, 8, None, None, None, False)),
+        ("a8w8+e8", (8, 8, None, 8, None, False)),
+        ("a16w4+e8+h8", (16, 4, 32, 8, 8, False)),
+        ("8da4w", (8, 4, 32, None, 4, True)),  # ExecuTorch's recipes: the LM head among the linears
+        ("8da8w+emb8", (8, 8, None, 8, 8, True)),
+    ],
 )
 def test_scheme_names_say_the_bits(text, bits):
     scheme = parse_scheme(text)
-    assert (scheme.activation_bits, scheme.weight_bits, scheme.group_size, scheme.table_bits, scheme.head_bits) == bits
+    fields = (scheme.activation_bits, scheme.weight_bits, scheme.group_size, scheme.table_bits, scheme.head_bits)
+    assert (*fields, scheme.dynamic) == bits
     assert scheme.name == text
+    assert scheme.weight_qparams == ("hqq_scale_only" if scheme.dynamic else "minmax")
 
 
 @pytest.mark.parametrize(
@@ -29,6 +37,9 @@ def test_scheme_names_say_the_bits(text, bits):
         ("a4w4", ValueError, r"quant scheme 'a4w4' has an unknown base 'a4w4'; expected one of \['a16w8'"),
         ("a16w8+h4", ValueError, r"quant scheme 'a16w8\+h4' has unknown or repeated options"),
         ("a16w8+e8+e8", ValueError, r"unknown or repeated options; expected some of \+e8, \+h8"),
+        ("a16w8+emb8", ValueError, r"unknown or repeated options; expected some of \+e8, \+h8"),
+        ("8da4w+e8", ValueError, r"quant scheme '8da4w\+e8' has unknown or repeated options; expected some of \+emb8"),
+        ("8da2w", ValueError, r"unknown base '8da2w'; expected one of \['a16w8', 'a8w8', 'a16w4', '8da4w', '8da8w'\]"),
         (8, TypeError, r"quant must be a scheme name such as 'a16w8', got int"),
     ],
 )
@@ -135,6 +146,7 @@ def test_a_quantized_runtime_calibrates_before_it_runs(tiny_model):
         ({"quant": "a16w8", "backend": "executorch"}, r"quant scheme 'a16w8' does not run on XNNPACK"),
         ({"quant": "a16w8", "backend": "executorch-stages"}, r"quant scheme 'a16w8' does not run on XNNPACK"),
         ({"quant": "int8"}, r"quant scheme 'int8' has an unknown base 'int8'"),
+        ({"quant": "8da4w"}, r"quant scheme '8da4w' is dynamic \(activations ranged per token at run time: a port's"),
     ],
 )
 def test_bad_quant_options_are_clear_errors(tiny_model, options, message):

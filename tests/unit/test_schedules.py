@@ -81,6 +81,7 @@ def test_port_limits_say_which_chunks_a_port_refuses(limits, chunks, reason):
         ({"padding_side": "middle"}, "padding_side must be one of ('right', 'left', None), got 'middle'"),
         ({"max_chunk": 0}, "max_chunk must be a positive int or None, got 0"),
         ({"needs_image": True}, "needs_image=True needs images=True"),
+        ({"schemes": ("8da4w", "int4")}, "quant scheme 'int4' has an unknown base 'int4'"),
     ],
 )
 def test_bad_port_limits_are_clear_errors(limits, message):

@@ -126,13 +126,20 @@ def test_a_low_precision_profile_of_a_moe_model_is_refused(capsys):
     [
         (
             ["--quant", "a4w4"],
-            "unknown base 'a4w4'; expected one of ['a16w8', 'a8w8', 'a16w4']",
+            "unknown base 'a4w4'; expected one of ['a16w8', 'a8w8', 'a16w4', '8da4w', '8da8w']",
         ),
         (["--quant", "a16w8+e8"], "quant scheme 'a16w8+e8' has no gates on backend 'torch'; gated: ['a16w8'"),
         (
             ["--quant", "a16w8", "--dtype", "bfloat16"],
-            "quant runs this project's runtime in float32",
+            "quant runs over float32, not bfloat16",
         ),
+        (["--quant", "8da4w+e8"], "quant scheme '8da4w+e8' has unknown or repeated options; expected some of +emb8"),
+        (["--quant", "8da4w"], "quant scheme '8da4w' is dynamic (activations ranged per token at run time: a port's"),
+        (
+            ["--quant", "a16w8", "--port", "executorch-gemma4"],
+            "quant 'a16w8' is static: its ranges need the suite's calibration prompts, which ports do not take yet",
+        ),
+        (["--quant", "8da4w", "--port", "qnn-gemma4"], "port 'qnn-gemma4' runs the integer schemes [], not '8da4w'"),
         (
             ["--quant", "a16w8", "--backend", "executorch-stages"],
             "'a16w8' does not run on XNNPACK (no 16-bit activations",

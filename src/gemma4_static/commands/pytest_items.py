@@ -12,7 +12,7 @@ import pytest
 COMPARED = "gemma4_compared"  # the user property of a test: (model, the stages it compared)
 OPTIONS: dict[str, Any] = {}  # this process's plugin options the test bodies read (set by the plugin)
 
-_sessions: dict[tuple[str, str, str], Any] = {}
+_sessions: dict[tuple[str, str, str, str | None], Any] = {}
 
 
 def close_sessions() -> None:
@@ -22,9 +22,10 @@ def close_sessions() -> None:
     _sessions.clear()
 
 
-def port_session(port: str, model: str, dtype: str) -> Any:
-    """The verification session of ``port`` on embedded ``model`` in ``dtype``, built once per process."""
-    key = (port, model, dtype)
+def port_session(port: str, model: str, dtype: str, quant: str | None = None) -> Any:
+    """The verification session of ``port`` on embedded ``model`` in ``dtype`` (or integer scheme
+    ``quant`` over float32), built once per process."""
+    key = (port, model, dtype, quant)
     if key not in _sessions:
         import torch
 
@@ -32,7 +33,8 @@ def port_session(port: str, model: str, dtype: str) -> Any:
         from ..oracle.references.models import build_default_model
 
         with torch.no_grad():
-            _sessions[key] = open_session(build_default_model(model), dtype=getattr(torch, dtype), port=port)
+            model_built = build_default_model(model)
+            _sessions[key] = open_session(model_built, dtype=getattr(torch, dtype), port=port, quant=quant)
     return _sessions[key]
 
 
@@ -55,16 +57,21 @@ def judge(rows: list[Any], port: Any) -> None:
 
 
 def check_group(
-    port: str, model: str, dtype: str, group: str, on_rows: Callable[[list[Any]], None] | None = None
+    port: str,
+    model: str,
+    dtype: str,
+    group: str,
+    on_rows: Callable[[list[Any]], None] | None = None,
+    quant: str | None = None,
 ) -> list[Any]:
     """Run check ``group`` (a name of the verify flow's ``CHECKS``) of ``port`` on embedded ``model``
-    in ``dtype``, :func:`judge` its rows and return them (``on_rows`` sees them before the judgement):
-    a test body, for this plugin and for a suite's own lane."""
+    in ``dtype`` (or integer scheme ``quant``), :func:`judge` its rows and return them (``on_rows``
+    sees them before the judgement): a test body, for this plugin and for a suite's own lane."""
     import torch
 
     from ..oracle.flow.verify import run_group
 
-    session = port_session(port, model, dtype)
+    session = port_session(port, model, dtype, quant)
     budget = OPTIONS.get("--gemma4-schedules-budget")
     if budget is not None:
         session.schedules_budget = budget
@@ -95,16 +102,17 @@ class _SpecItem(pytest.Item):
 
 
 class PortCheck(_SpecItem):
-    """One check group of the verification flow on one port, model and profile (``spec``)."""
+    """One check group of the verification flow on one port, model and profile (``spec``: port,
+    model, dtype, integer scheme or ``None``, group)."""
 
     def runtest(self) -> None:
-        port, model, dtype, group = self.spec
+        port, model, dtype, quant, group = self.spec
 
         def record(rows: list[Any]) -> None:  # before the judgement: skipped and failed tests report too
             stages = sorted({row.stage for row in rows if row.compared})
             self.user_properties.append((COMPARED, (model, stages)))
 
-        check_group(port, model, dtype, group, on_rows=record)
+        check_group(port, model, dtype, group, on_rows=record, quant=quant)
 
 
 class FuzzShard(_SpecItem):

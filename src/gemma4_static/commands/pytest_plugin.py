@@ -52,6 +52,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--gemma4-dtype", choices=DTYPES, default="float32", help="the profile (default float32)")
     group.addoption(
+        "--gemma4-quant",
+        metavar="SCHEME",
+        help="an integer profile over float32 instead: a scheme the port declares (e.g. 8da4w+emb8), gated per stage",
+    )
+    group.addoption(
         "--gemma4-schedules-budget",
         type=int,
         metavar="N",
@@ -81,12 +86,15 @@ def pytest_collection(session: pytest.Session) -> bool | None:
     from ..oracle.flow.verify import CHECKS, INTEGER_ONLY
 
     models = config.getoption("--gemma4-model") or list(DEFAULT_MODELS)
-    dtype = config.getoption("--gemma4-dtype")
+    dtype, quant = config.getoption("--gemma4-dtype"), config.getoption("--gemma4-quant")
+    profile = quant or dtype
     items: list[pytest.Item] = [
-        PortCheck.from_parent(session, name=f"{port}[{model}-{dtype}]::{group}", spec=(port, model, dtype, group))
+        PortCheck.from_parent(
+            session, name=f"{port}[{model}-{profile}]::{group}", spec=(port, model, dtype, quant, group)
+        )
         for model in models
         for group in CHECKS
-        if group not in INTEGER_ONLY  # the plugin runs a float profile (--gemma4-dtype)
+        if quant is not None or group not in INTEGER_ONLY  # those have rows in an integer profile only
     ]
     examples = config.getoption("--gemma4-fuzz")
     shards = _workers(config)

@@ -34,6 +34,7 @@ import torch
 
 from ..cpu.greedy import greedy
 from ..cpu.schedule import expand_schedule
+from ..quant.schemes import parse_scheme
 from .prompt import Prompt
 
 
@@ -48,7 +49,8 @@ class PortSetup:
     prefill schedule: the chunk lengths every prefill runs in, in order, the last repeating until the
     prompt is covered (``(W + 1,)``: chunks of ``W + 1``; ``None``: the port's own policy,
     :meth:`Gemma4Port.prefill_schedule`). A schedule the suite asks for is one the port's
-    :meth:`PortLimits.refusal` accepts.
+    :meth:`PortLimits.refusal` accepts. ``quant``: the integer scheme the port runs, one of its
+    ``limits.schemes`` (``None``: its float profile); the port quantizes itself in its own recipe.
 
     The setups the suite asks for, each capped at ``limits.max_seq`` and built within ``limits``:
     the sample setup (the sample prompt, ``W + 3`` tokens in one row or two ragged rows, with two
@@ -63,6 +65,7 @@ class PortSetup:
     batch_size: int = 1
     image_slots: tuple[tuple[int, int], ...] = ()
     prefill_schedule: tuple[int, ...] | None = None
+    quant: str | None = None
 
     def chunks(self, length: int) -> list[int] | None:
         """The chunk lengths a prefill of ``length`` tokens runs in under ``prefill_schedule``
@@ -83,7 +86,10 @@ class PortLimits:
     (``None``: up to ``max_seq``), every chunk but the last at least ``min_chunk`` and a multiple of
     ``chunk_multiple``; ``fixed_chunk``: its program takes exactly this many tokens a call (the last
     padded), so every chunk but the last is that long; ``uniform_chunks``: its program's length is set
-    when it is built (from the setup's schedule), so every chunk but the last is one length."""
+    when it is built (from the setup's schedule), so every chunk but the last is one length.
+    ``schemes``: the integer schemes it runs in its own recipe (names of
+    :func:`~gemma4_static.quant.parse_scheme`, e.g. ``"8da4w+emb8"``; asked for in
+    :attr:`PortSetup.quant`), each judged with that scheme's gates."""
 
     max_batch: int | None = None
     padding_side: str | None = "right"
@@ -97,8 +103,11 @@ class PortLimits:
     chunk_multiple: int = 1
     fixed_chunk: int | None = None
     uniform_chunks: bool = False
+    schemes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        for scheme in self.schemes:
+            parse_scheme(scheme)  # a ValueError naming a scheme the suite does not know
         if self.padding_side not in PADDING_SIDES:
             raise ValueError(f"padding_side must be one of {PADDING_SIDES}, got {self.padding_side!r}")
         for name in ("max_batch", "max_seq", "max_chunk", "min_chunk", "chunk_multiple", "fixed_chunk"):

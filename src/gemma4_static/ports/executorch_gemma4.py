@@ -7,12 +7,19 @@ predates the per-layer config layout of transformers >= 5.15), its weights from 
 folder through its own ``convert_hf_to_custom`` (the model is saved in the released checkpoints'
 key layout first), loaded with an explicit allow-list of the keys it may miss: KV-shared layers
 have no K/V weights in HF checkpoints (never a blanket ``strict=False``: a wrong head count would
-then load silently)."""
+then load silently).
+
+In an integer scheme (``setup.quant``, one of :data:`~gemma4_static.quant.schemes.PORT_SCHEMES`) it
+is quantized by its export's own recipe (``quant_utils``: ``apply_embedding_quantization`` for
+``+emb8``, then ``apply_linear_quantization``, torchao's ``quantize_`` through ExecuTorch's
+``quantize_model_``), eager. One change, stated: int4 groups of 32 inputs where its export defaults
+to 128 (a width 128 does not divide is left in float, and the embedded models are 64 wide)."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import logging
 import tempfile
 from collections.abc import Iterator
@@ -23,6 +30,7 @@ from typing import Any
 import torch
 
 from ..cpu.schedule import chunk_starts, expand_schedule
+from ..quant.schemes import PORT_SCHEMES, parse_scheme
 from ..spec import read_text_config, text_module
 from .base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
 from .checkpoint_layout import save_released_layout
@@ -78,13 +86,36 @@ def quiet_converter() -> Iterator[None]:
         converter.setLevel(level)
 
 
+def quantized_by_its_recipe(model: Any, quant: str) -> Any:
+    """``model`` quantized as ExecuTorch's Gemma 4 export quantizes its text decoder (its
+    ``quant_utils``; tables first, then the linears), groups of the scheme's size; what the recipe
+    prints (each layer it skips) goes to the log."""
+    from executorch.examples.models.gemma4.quant_utils import apply_embedding_quantization, apply_linear_quantization
+
+    scheme = parse_scheme(quant)
+    if quant not in PORT_SCHEMES:
+        raise ValueError(f"quant must be one of {list(PORT_SCHEMES)} for executorch-gemma4, got {quant!r}")
+    linear = quant.split("+")[0]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        if scheme.table_bits is not None:
+            model = apply_embedding_quantization(model, "emb8").eval()
+        model = apply_linear_quantization(model, linear, group_size=scheme.group_size or 0).eval()
+    logging.getLogger(__name__).info("its recipe %s: %s", quant, printed.getvalue().strip())
+    return model
+
+
 class ExecuTorchGemma4Port(Gemma4Port):
     """``Gemma4ForCausalLM`` of ExecuTorch's Gemma 4 example, eager, float32."""
 
     name = "executorch-gemma4"
     # any schedule (its model takes any number of tokens at their positions), up to max_seq_len - 1 a call
     limits = PortLimits(
-        max_batch=1, padding_side=None, dtypes=(torch.float32, torch.bfloat16, torch.float16), chunked_prefill=True
+        max_batch=1,
+        padding_side=None,
+        dtypes=(torch.float32, torch.bfloat16, torch.float16),
+        chunked_prefill=True,
+        schemes=PORT_SCHEMES,
     )
 
     def __init__(self, model: Any, setup: PortSetup) -> None:
@@ -113,6 +144,8 @@ class ExecuTorchGemma4Port(Gemma4Port):
                 f"{self.name} did not load cleanly: missing {sorted(missing)}, unexpected {result.unexpected_keys}"
             )
         self.model.to(text_module(model).embed_tokens.weight.dtype)
+        if setup.quant is not None:
+            self.model = quantized_by_its_recipe(self.model, setup.quant)
         self.pad_token_id = model.config.get_text_config().pad_token_id
         self.position = 0
 

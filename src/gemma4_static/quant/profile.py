@@ -14,7 +14,7 @@ from typing import Any
 
 from ..npu.embedding import PerLayerInputs
 from ..npu.stages import Stages
-from .schemes import Scheme
+from .schemes import SCHEMES, Scheme
 from .sites import Site, linear_site
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -89,7 +89,13 @@ class QuantProfile:
 def quantize(stages: Stages, scheme: Scheme) -> QuantProfile:
     """The profile of ``scheme`` on ``stages`` (the runtime's own modules, changed in place: shared
     ``nn.Linear`` weights are wrapped, never modified); every site starts quantized, uncalibrated
-    (:meth:`QuantProfile.calibrate` before the first call)."""
+    (:meth:`QuantProfile.calibrate` before the first call). A dynamic scheme is a ``ValueError``: a
+    port's recipe, not this runtime's."""
+    if scheme.dynamic:
+        raise ValueError(
+            f"quant scheme {scheme.name!r} is dynamic (activations ranged per token at run time: a port's recipe, "
+            f"verify --port executorch-gemma4 --quant {scheme.name}); this runtime runs the static {list(SCHEMES)}"
+        )
     return QuantProfile(scheme, list(_sites(stages, scheme)))
 
 

@@ -19,6 +19,13 @@ softcap stay in float32: what a recipe's integer matmuls change, isolated. The r
 weights and Samsung TICO's int16 activations with uint4 linear weights, ``a8w8`` the XNNPACK static
 int8 quantizer (``get_symmetric_quantization_config(is_per_channel=True)``); ``+e8+h8`` the 8-bit
 embeddings and LM head of ExecuTorch's and TICO's exports.
+
+Dynamic schemes are ports' recipes (this runtime runs the static ones): ``8da4w`` and ``8da8w``,
+ExecuTorch's Gemma 4 export through torchao (``Int8DynamicActivationIntxWeightConfig``):
+activations int8 per token, asymmetric, their range taken at run time (no calibration); weights
+symmetric int4 in groups of :data:`GROUP_SIZE` inputs or int8 per output channel, each scale chosen
+by HQQ (``hqq_scale_only``); every ``nn.Linear`` whose width the group divides, the LM head among
+them. ``+emb8`` (ExecuTorch's spelling) puts the token and per-layer tables in int8, one scale per row.
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ class Scheme:
     group_size: int | None = None
     table_bits: int | None = None
     head_bits: int | None = None
+    dynamic: bool = False  # activations per token, ranged at run time (a port's recipe)
+    weight_qparams: str = "minmax"  # how a weight scale is chosen: "minmax" or torchao's "hqq_scale_only"
 
 
 BASES = {
@@ -46,18 +55,29 @@ BASES = {
     "a8w8": Scheme("a8w8", activation_bits=8, weight_bits=8),
     "a16w4": Scheme("a16w4", activation_bits=16, weight_bits=4, group_size=GROUP_SIZE),
 }
+DYNAMIC_BASES = {
+    name: Scheme(name, 8, bits, group, head_bits=bits, dynamic=True, weight_qparams="hqq_scale_only")
+    for name, bits, group in (("8da4w", 4, GROUP_SIZE), ("8da8w", 8, None))
+}
 OPTIONS = {"e8": "table_bits", "h8": "head_bits"}
-SCHEMES = (*BASES, *(f"{base}+e8+h8" for base in BASES))  # the ones gated and tested
+DYNAMIC_OPTIONS = {"emb8": "table_bits"}
+SCHEMES = (*BASES, *(f"{base}+e8+h8" for base in BASES))  # the ones this runtime runs, gated and tested
+PORT_SCHEMES = (*DYNAMIC_BASES, *(f"{base}+emb8" for base in DYNAMIC_BASES))  # ports' recipes, gated
 
 
 def parse_scheme(text: str) -> Scheme:
-    """``"a16w8"``, ``"a16w8+e8"``, ``"a8w8+e8+h8"``...: a base of :data:`BASES` and options of :data:`OPTIONS`."""
+    """``"a16w8"``, ``"a16w8+e8"``, ``"a8w8+e8+h8"``...: a base of :data:`BASES` and options of
+    :data:`OPTIONS`; or ``"8da4w"``, ``"8da8w+emb8"``: a base of :data:`DYNAMIC_BASES` and options of
+    :data:`DYNAMIC_OPTIONS`."""
     if not isinstance(text, str):
         raise TypeError(f"quant must be a scheme name such as 'a16w8', got {type(text).__name__}")
     base, *options = text.split("+")
-    if base not in BASES:
-        raise ValueError(f"quant scheme {text!r} has an unknown base {base!r}; expected one of {list(BASES)}")
-    unknown = [option for option in options if option not in OPTIONS]
+    bases, known = (DYNAMIC_BASES, DYNAMIC_OPTIONS) if base in DYNAMIC_BASES else (BASES, OPTIONS)
+    if base not in bases:
+        expected = [*BASES, *DYNAMIC_BASES]
+        raise ValueError(f"quant scheme {text!r} has an unknown base {base!r}; expected one of {expected}")
+    unknown = [option for option in options if option not in known]
     if unknown or len(set(options)) != len(options):
-        raise ValueError(f"quant scheme {text!r} has unknown or repeated options; expected some of +e8, +h8")
-    return replace(BASES[base], name=text, **{OPTIONS[option]: 8 for option in options})
+        expected = ", ".join(f"+{option}" for option in known)
+        raise ValueError(f"quant scheme {text!r} has unknown or repeated options; expected some of {expected}")
+    return replace(bases[base], name=text, **{known[option]: 8 for option in options})

@@ -75,19 +75,19 @@ def make_port(
     mask_value: float | None = None,
     quant: str | None = None,
 ) -> Gemma4Port:
-    """Port ``name`` built for ``setup``; the runtime's own options (``backend``, ``mask_value``,
-    ``quant``) only for this project's runtime (a ``ValueError`` for another port). Whatever the
-    factory raises is :class:`PortRaised` (with its traceback), but this runtime's ``ValueError``
-    naming one of those options (a usage error)."""
+    """Port ``name`` built for ``setup``, in integer scheme ``quant`` (another port takes it as
+    ``setup.quant``); the runtime's own options (``backend``, ``mask_value``) only for this project's
+    runtime (a ``ValueError`` for another port). Whatever the factory raises is :class:`PortRaised`
+    (with its traceback), but this runtime's ``ValueError`` naming one of its options (a usage error)."""
     factory = port_factory(name)
     own = factory is StaticRuntimePort
-    if not own and (not backend_named(backend).eager or mask_value is not None or quant is not None):
+    if not own and (not backend_named(backend).eager or mask_value is not None):
         raise ValueError(f"backend and mask_value are options of the gemma4-static runtime, not of port {name!r}")
     log.info("building port %s for %s", name, setup)
     try:
         if own:
             return StaticRuntimePort(model, setup, backend=backend, mask_value=mask_value, quant=quant)
-        return build_port(name, model, setup)
+        return build_port(name, model, replace(setup, quant=quant))
     except Exception as error:
         if own and isinstance(error, ValueError):  # this runtime refusing the command line's own options
             raise

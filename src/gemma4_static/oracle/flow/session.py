@@ -22,17 +22,17 @@ from ...executorch.xnnpack_quant import XnnpackQuantization
 from ...ports.base import Gemma4Port, NotExposed, PortPrefill, PortSetup
 from ...ports.registry import DEFAULT_PORT, declared_limits, port_factory
 from ...ports.static import StaticRuntimePort
-from ...quant import QuantProfile
+from ...quant import QuantProfile, Scheme
 from ...runtime import PrefillOutputs, StaticGemma4Runtime
 from ...spec import read_text_config
 from ..checks.routing import RoutingLedger
 from ..numerics.gates import GATES, Gate, quant_gate
 from ..numerics.overflow import recorded_ranges
-from ..numerics.quantized import CALIBRATION_SEEDS, calibrated_hf
+from ..numerics.quantized import CALIBRATION_SEEDS, calibrated_hf, dynamic_hf
 from ..references.hf import hf_prefill
 from ..references.samples import Prompt
 from .port_calls import make_port, port_prefill
-from .profiles import checked_profile
+from .profiles import checked_profile, refused_scheme
 from .sample_plan import ONE_ROW, sample_plan, sample_prompt
 
 LAYER_GROUP = 5  # the report shows decoder layers in groups of one 4:1 period
@@ -62,7 +62,8 @@ class Session:
     ranges: dict[str, float] = field(default_factory=dict)
     routing: RoutingLedger | None = None
     hf_model: Any = None  # HF in the profile: the same dtype, or quantized in the same scheme
-    quant: QuantProfile | XnnpackQuantization | None = None  # an integer profile: the runtime's calibrated one
+    scheme: Scheme | None = None  # the integer profile, run by this runtime or by the port's own recipe
+    quant: QuantProfile | XnnpackQuantization | None = None  # this runtime's calibrated integer profile
     hf_sites: dict[str, Any] = field(default_factory=dict)  # HF's same-scheme sites (torchao) by site name
     schedules_budget: int = GRID_BUDGET  # port calls the schedules grid may spend
 
@@ -78,7 +79,7 @@ class Session:
 
     @property
     def gate(self) -> Gate:
-        return GATES[self.dtype] if self.quant is None else quant_gate(self.quant.scheme.name, self.backend)
+        return GATES[self.dtype] if self.scheme is None else quant_gate(self.scheme.name, self.backend)
 
     @property
     def config(self) -> Any:
@@ -145,11 +146,12 @@ class Session:
     def built(self, setup: PortSetup) -> Iterator[Gemma4Port]:
         """Another instance of the port under test for ``setup`` (e.g. with a prefill chunk) while the
         block runs, closed after it; on the session's model (in an integer profile: quantized with
-        the session's calibrated ranges). ``NotExposed`` when ``setup`` exceeds the port's limits."""
+        this runtime's calibrated ranges, another port in its own recipe). ``NotExposed`` when ``setup``
+        exceeds the port's limits."""
         limits = self.port.limits
         if limits.max_seq is not None and setup.max_seq > limits.max_seq:
             raise NotExposed(f"{self.port.name} takes max_seq up to {limits.max_seq}; this check needs {setup.max_seq}")
-        quant = None if self.quant is None else self.quant.scheme.name
+        quant = None if self.scheme is None else self.scheme.name
         port = make_port(self.port_name, self.model, setup, backend=self.backend, quant=quant)
         try:
             if self.quant is not None:
@@ -179,7 +181,9 @@ def open_session(
     limits are read from the port built (:func:`declared_limits` first, where the factory declares
     them; else from a port built for one unpadded text row, built again if its limits ask for another
     prompt). With ``quant`` (a scheme of :data:`~gemma4_static.quant.SCHEMES`) this runtime and HF run
-    in that integer profile, calibrated on :data:`..numerics.quantized.CALIBRATION_SEEDS` sample prompts."""
+    in that integer profile, calibrated on :data:`..numerics.quantized.CALIBRATION_SEEDS` sample
+    prompts; another port runs a dynamic scheme of its ``limits.schemes`` in its own recipe, HF the
+    same scheme through torchao (:func:`..numerics.quantized.dynamic_hf`)."""
     scheme = checked_profile(model, dtype, quant, backend, port)
     float32 = dtype == torch.float32 and scheme is None
     reference_model = None if float32 else copy.deepcopy(model).double()
@@ -198,6 +202,8 @@ def open_session(
         if dtype not in under_test.limits.dtypes:
             names = [str(name).removeprefix("torch.") for name in under_test.limits.dtypes]
             raise ValueError(f"port {port!r} runs {names}, not {dtype}")
+        if scheme is not None and port != DEFAULT_PORT:
+            refused_scheme(port, under_test.limits, scheme.name)
         return _prepared(under_test, model, dtype, plan, port, backend, scheme, reference_model)
     except BaseException:
         under_test.close()
@@ -217,8 +223,10 @@ def _prepared(
     """The session of a built port: calibrated for an integer profile, both prefills run."""
     prompt, steps, _ = plan
     session = Session(model, dtype, steps, prompt, under_test, PortPrefill(torch.empty(0)), None, port, backend)
-    session.hf_model = model
-    if scheme is not None:
+    session.hf_model, session.scheme = model, scheme
+    if scheme is not None and scheme.dynamic:
+        session.hf_model = dynamic_hf(model, scheme)
+    elif scheme is not None:
         limits = under_test.limits
         calibration = [sample_prompt(model.config, limits, seed=seed) for seed in CALIBRATION_SEEDS]
         runtime = under_test.runtime

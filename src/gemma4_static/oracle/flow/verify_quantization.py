@@ -38,7 +38,14 @@ WIDER = 2.0
 
 def quantization_rows(session: Session) -> Iterator[Row]:
     """No rows without an integer profile; one SKIP row for XNNPACK's own quantizer."""
+    if session.scheme is None:
+        return
     if session.quant is None:
+        reason = (
+            f"{session.port.name} quantizes itself in its own recipe ({session.scheme.name}): no site of the fake "
+            "quantization runs; HF in the same scheme stands beside every stage row"
+        )
+        yield skip_row(STAGE, "sites vs torchao and HF's ranges", reason)
         return
     if not isinstance(session.quant, QuantProfile):
         reason = "XNNPACK's PT2E quantizer chooses its own ranges and layout; no site of the fake quantization runs"

@@ -104,12 +104,12 @@ GATED_STAGES = (
 )
 
 
-def _integer_gate(sqnr_db: tuple[float, ...], margin: float, hf_deficit_db: float | None) -> Gate:
+def _integer_gate(sqnr_db: tuple[float | None, ...], margin: float, hf_deficit_db: float | None) -> Gate:
     """An integer profile's gate: an SQNR gate per stage of :data:`GATED_STAGES` (the cosine each
-    implies; the profile-wide figures, for a stage without its own, are the lowest of them) and the
-    deficit bound against HF."""
-    floor = min(sqnr_db)
-    stages = tuple(zip(GATED_STAGES, sqnr_db, strict=True))
+    implies; ``None``: a stage not measured in this profile) and the deficit bound against HF; the
+    profile-wide figures, for a stage without its own, are the lowest of them."""
+    floor = min(gate for gate in sqnr_db if gate is not None)
+    stages = tuple((stage, gate) for stage, gate in zip(GATED_STAGES, sqnr_db, strict=True) if gate is not None)
     return Gate(None, floor, 1 - 10 ** (-floor / 10) / 2, margin, stage_sqnr_db=stages, hf_deficit_db=hf_deficit_db)
 
 
@@ -151,6 +151,34 @@ QUANT_GATES = {
         _integer_gate((38, 8, 7, -3, -3, -4, -3, -3), margin=60.5, hf_deficit_db=3.0),
     ),
 }
+
+# Ports' dynamic recipes (:data:`~gemma4_static.quant.schemes.PORT_SCHEMES`, ExecuTorch's Gemma 4
+# export through torchao), measured through the executorch-gemma4 port on tiny, e2b-vision (its text
+# decoder: the port is text only) and the E2B geometry, both variants of each base (``python
+# benchmarks/numerics_table.py --port executorch-gemma4 --models tiny e2b-vision e2b-geometry --quant
+# 8da4w 8da4w+emb8 8da8w 8da8w+emb8``; README). Set as the static ones: 6 dB below the worst stage,
+# rounded down; the margin twice the worst shift; the bound against HF in the same scheme (torchao's
+# quantize_ on HF's modules) the worst deficit plus 3 dB, rounded up (the port and HF agree within
+# 0.09 dB on 8da4w; within 0.92 dB on 8da8w, either way up to 3.6 dB at the E2B prefill logits, where
+# per-token activation ranges round differently on two float graphs). No port measured exposes the
+# soft tokens or its KV cache (``None``): those take the profile's floor.
+QUANT_GATES.update(
+    {
+        # 8da4w: int4 weights round to nearest in groups of 32 on the seeded fixtures cost what a16w4
+        # does: worst 1.8 dB prefill logits (tiny, +emb8), 3.9 layers, 3.3 chunked prefill
+        # (e2b-vision), 4.3 decode, PLE 20.6, tables 44.5; margin shift 22.0 logits (tiny)
+        **dict.fromkeys(
+            ("8da4w", "8da4w+emb8"),
+            _integer_gate((38, 14, None, -3, None, -5, -3, -2), margin=44.1, hf_deficit_db=3.0),
+        ),
+        # 8da8w: worst 15.0 dB prefill logits and 19.8 layers (e2b-vision, +emb8), 22.5 chunked
+        # prefill (E2B), 22.0 decode (tiny), PLE 39.7, tables 44.5; margin shift 2.28 logits
+        **dict.fromkeys(
+            ("8da8w", "8da8w+emb8"),
+            _integer_gate((38, 33, None, 13, None, 9, 16, 15), margin=4.6, hf_deficit_db=4.0),
+        ),
+    }
+)
 
 # The schemes XNNPACK runs, as quantized programs (:mod:`gemma4_static.executorch.xnnpack_quant`: PT2E with
 # ExecuTorch's XNNPACKQuantizer, int8 at each projection's input *and output*, histogram observer,

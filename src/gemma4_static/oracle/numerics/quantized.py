@@ -1,7 +1,9 @@
-"""HF's own modules quantized in an integer scheme, the figure beside this runtime's: the scheme's
+"""HF's own modules quantized in an integer scheme, the figure beside the port's: the scheme's
 arithmetic from torchao (:mod:`.reference_quant`), not from :mod:`gemma4_static.quant` (so a bug
 in this project's fake quantization moves only the runtime's side), its activation ranges
-observed in HF's own forward on the same calibration prompts."""
+observed in HF's own forward on the same calibration prompts (:func:`calibrated_hf`); a dynamic
+scheme (a port's recipe) through torchao's ``quantize_`` with the config that recipe names
+(:func:`dynamic_hf`)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from ...quant.schemes import Scheme
 from ...spec import text_module
 from ..references.hf import hf_prefill
 from ..references.samples import Prompt
-from .reference_quant import ReferenceActivation, reference_weight
+from .reference_quant import ReferenceActivation, reference_weight, torchao_quantization
 
 CALIBRATION_SEEDS = (11, 12, 13, 14)  # sample prompts of the session's shape, other content than the one checked
 
@@ -101,3 +103,42 @@ def _hf_sites(model: Any, scheme: Scheme) -> Iterator[ReferenceSite]:
                 yield ReferenceSite(name, getattr(parent, kind), bits, group_size, act)
     if scheme.head_bits is not None:
         yield ReferenceSite("LM head", model.lm_head, scheme.head_bits, None, act)
+
+
+@torch.no_grad()
+def dynamic_hf(model: Any, scheme: Scheme) -> Any:
+    """A copy of HF ``model`` in dynamic ``scheme`` through torchao's ``quantize_``, the recipe
+    ExecuTorch's export applies, on HF's modules: with ``+emb8`` its text tables first
+    (``IntxWeightOnlyConfig``, int8, one scale per row), then every ``nn.Linear`` of its text model
+    and its LM head whose input width the group divides (``Int8DynamicActivationIntxWeightConfig``:
+    int8 activations per token, ranged at run time; the scheme's weight bits and group), each scale
+    chosen as the scheme says. The vision tower stays float: the ports judged this way are text only."""
+    torchao = torchao_quantization()
+    quantized = copy.deepcopy(model)
+    text = text_module(quantized)
+    chosen = {id(module) for module in (*text.modules(), quantized.lm_head)}
+    if scheme.table_bits is not None:  # held dequantized: HF also reads rows of the table itself (the pad row)
+        config = torchao.IntxWeightOnlyConfig(
+            weight_dtype=getattr(torch, f"int{scheme.table_bits}"),
+            granularity=torchao.PerAxis(0),
+            intx_choose_qparams_algorithm=scheme.weight_qparams,
+        )
+        for table in TABLES:
+            module = getattr(text, table, None)
+            if module is not None:
+                torchao.quantize_(module, config, filter_fn=lambda module, name: isinstance(module, nn.Embedding))
+                module.weight = nn.Parameter(module.weight.dequantize(), False)
+    group = torchao.PerAxis(0) if scheme.group_size is None else torchao.PerGroup(scheme.group_size)
+    linears = torchao.Int8DynamicActivationIntxWeightConfig(
+        weight_dtype=getattr(torch, f"int{scheme.weight_bits}"),
+        weight_granularity=group,
+        intx_choose_qparams_algorithm=scheme.weight_qparams,
+    )
+
+    def takes(module: nn.Module, name: str) -> bool:
+        width = getattr(module, "in_features", 0)
+        fits = scheme.group_size is None or width % scheme.group_size == 0
+        return isinstance(module, nn.Linear) and id(module) in chosen and fits
+
+    torchao.quantize_(quantized, linears, filter_fn=takes)
+    return quantized

@@ -13,6 +13,7 @@ widened to hold 0. Scales are floored at float32's machine epsilon, as PyTorch's
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import torch
 
@@ -20,18 +21,23 @@ SCALE_FLOOR = torch.finfo(torch.float32).eps  # PyTorch's observers' floor (torc
 
 
 @functools.cache
-def _primitives():
-    # torchao reports every optional CUDA extension it cannot load as a warning: none is used here
+def torchao_quantization() -> Any:
+    """``torchao.quantization`` (an ``ImportError`` naming the extra that installs it), imported with
+    its warnings about optional CUDA extensions silenced: none is used here."""
     import logging
 
     logging.getLogger("torchao").setLevel(logging.ERROR)
     try:
-        from torchao.quantization import quant_primitives
+        from torchao import quantization
     except ImportError as error:
         raise ImportError(
             "an integer profile's reference is built with torchao: pip install 'gemma4-static[verify]'"
         ) from error
-    return quant_primitives
+    return quantization
+
+
+def _primitives() -> Any:
+    return torchao_quantization().quant_primitives
 
 
 def integer_range(bits: int) -> tuple[int, int]:
