@@ -176,3 +176,23 @@ def test_overflow_hooks_stay_out_of_export_tracing(tiny_model):
         assert ranges == {}
         head(torch.ones(1, 1, 64))
     assert ranges == {"lm_head": pytest.approx(float(head(torch.ones(1, 1, 64)).abs().max()))}
+
+
+@pytest.mark.numerics
+def test_the_schedules_grid_in_low_precision_is_gated_against_float64(tiny_model, report):
+    """The schedules grid in bfloat16: every prompt length's schedules against HF in float64 under the
+    profile's gate, HF's own bf16 figure beside; a port fault that shows only at an uneven chunk
+    schedule (masks of a chunk one position early) falls far below the gate there, and the row names
+    the schedule and the first position below it."""
+    options = {"dtype": torch.bfloat16, "export": False, "checks": ("schedules",)}
+    clean = run_verification(tiny_model, **options)
+    assert_rows_pass(clean)
+    gated = [row for row in clean if row.metric == "SQNR dB"]
+    assert len(gated) == 8 and all(row.tolerance == GATES[torch.bfloat16].sqnr_db for row in gated)
+    faulty = run_verification(tiny_model, port="gemma4_static.oracle.faults.port_faults:ChunkMaskOffset", **options)
+    failed = [row for row in faulty if row.failed]
+    assert failed and "[first: uneven mix [1, 4]: position 4 (chunk end)" in failed[0].check
+    report(
+        f"bf16 grid: clean worst {min(row.value for row in gated):.1f} dB; "
+        f"chunk-mask fault {failed[0].value:.1f} dB (gate {failed[0].tolerance:g}) at {failed[0].check}"
+    )

@@ -97,16 +97,22 @@ def test_blocks_down_a_column_fail_the_reference_check():
 
 
 def test_the_check_compares_something_or_fails():
-    """No site compared is a NaN row (never a pass); XNNPACK's quantizer is one SKIP row with its reason."""
+    """No site compared is a NaN row (never a pass); XNNPACK's quantizer and a port's own recipe are
+    one SKIP row each with the reason; a float profile has no rows."""
     assert weight_row([], {}).failed and math.isnan(weight_row([], {}).value)
-    (skipped,) = quantization_rows(SimpleNamespace(quant=object(), hf_sites={}))
+    a8w8, recipe = parse_scheme("a8w8"), parse_scheme("8da4w")
+    (skipped,) = quantization_rows(SimpleNamespace(scheme=a8w8, quant=object(), hf_sites={}))
     assert skipped.skipped.startswith("XNNPACK's PT2E quantizer")
-    assert list(quantization_rows(SimpleNamespace(quant=None, hf_sites={}))) == []
+    port = SimpleNamespace(name="a port")
+    (skipped,) = quantization_rows(SimpleNamespace(scheme=recipe, quant=None, port=port, hf_sites={}))
+    assert skipped.skipped.startswith("a port quantizes itself in its own recipe (8da4w)")
+    assert list(quantization_rows(SimpleNamespace(scheme=None, quant=None, hf_sites={}))) == []
 
 
 def test_a_site_without_an_hf_counterpart_is_said_and_nothing_passes_for_it():
     profile = QuantProfile(parse_scheme("a16w8"), [SimpleNamespace(name="layer 0 q_proj", activation=None)])
-    unmatched, weights, *ranges = quantization_rows(SimpleNamespace(quant=profile, hf_sites={}))
+    session = SimpleNamespace(scheme=profile.scheme, quant=profile, hf_sites={})
+    unmatched, weights, *ranges = quantization_rows(session)
     assert unmatched.check == "sites HF's forward never reached: layer 0 q_proj" and unmatched.status == "INFO"
     assert weights.failed and all(row.failed for row in ranges)
 
