@@ -101,10 +101,10 @@ def test_the_suite_runs_without_a_network():
 
 
 def test_the_architecture_page_names_every_room_and_module():
-    """The README's tree is the folder tree: every package and module of ``src/gemma4_static`` is
-    named in it (so a new room or module comes with its line)."""
-    readme = (ROOT / "README.md").read_text()
-    tree = readme[readme.index("```\nsrc/gemma4_static/") : readme.index("\n```", readme.index("src/gemma4_static/"))]
+    """The architecture page's tree is the folder tree: every package and module of
+    ``src/gemma4_static`` is named in it (so a new room or module comes with its line)."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    tree = page[page.index("```\nsrc/gemma4_static/") : page.index("\n```", page.index("src/gemma4_static/"))]
     words = set(re.findall(r"[\w.]+", tree))
     names = {
         path.stem if path.suffix == ".py" else path.name
@@ -114,4 +114,4 @@ def test_the_architecture_page_names_every_room_and_module():
         and (path.is_dir() or path.suffix in (".py", ".json"))
     }
     missing = {name for name in names if name not in words and f"{name}.py" not in words and f"{name}/" not in tree}
-    assert missing == set(), f"modules the README's architecture tree does not name: {sorted(missing)}"
+    assert missing == set(), f"modules the architecture page's tree does not name: {sorted(missing)}"

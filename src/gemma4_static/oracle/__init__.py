@@ -17,3 +17,11 @@ runtime never imports this package. Its rooms, in the order data flows through t
 A new port goes in :mod:`gemma4_static.ports`; a new check in ``checks`` and, as a group, in
 ``flow.verify.CHECKS``.
 """
+
+import logging
+
+# transformers imports torchao where it is installed (the verify extra's quantization reference):
+# torchao warns about every optional CUDA extension it cannot load (none is used here), and torch
+# about each enum torchao registers as a pytree constant (a deprecation of theirs, not ours)
+for _noisy in ("torchao", "torch.utils._pytree"):
+    logging.getLogger(_noisy).setLevel(logging.ERROR)

@@ -22,11 +22,8 @@ SCALE_FLOOR = torch.finfo(torch.float32).eps  # PyTorch's observers' floor (torc
 
 @functools.cache
 def torchao_quantization() -> Any:
-    """``torchao.quantization`` (an ``ImportError`` naming the extra that installs it), imported with
-    its warnings about optional CUDA extensions silenced: none is used here."""
-    import logging
-
-    logging.getLogger("torchao").setLevel(logging.ERROR)
+    """``torchao.quantization`` (an ``ImportError`` naming the extra that installs it; its warnings
+    are silenced by :mod:`gemma4_static.oracle`)."""
     try:
         from torchao import quantization
     except ImportError as error:
