@@ -71,3 +71,24 @@ def test_ci_runs_the_suite_under_every_kernel_set():
     assert matrix is not None and [name.strip() for name in matrix.group(1).split(",")] == list(KERNEL_SETS)
     assert "gemma4-static kernels --env ${{ matrix.kernel-set }}" in workflow
     assert "--kernel-set ${{ matrix.kernel-set }}" in workflow
+
+
+def test_ci_covers_every_python_version_and_both_ends_of_the_transformers_range():
+    """The compatibility matrix holds the Python versions the package declares (its classifiers, each
+    within requires-python) and both ends of its transformers range."""
+    from importlib.metadata import metadata, requires
+
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+
+    declared = metadata("gemma4-static")
+    versions = [c.rsplit(" :: ", 1)[1] for c in declared.get_all("Classifier") if re.search(r"Python :: 3\.\d+$", c)]
+    assert versions == ["3.11", "3.12", "3.13"]
+    assert all(f"{version}.0" in SpecifierSet(declared["Requires-Python"]) for version in versions)
+    workflow = WORKFLOW.read_text()
+    matrix = re.search(r'python: \[(.*?)\]\n\s+transformers: \[(.*?)\]', workflow)
+    assert matrix is not None
+    assert [version.strip().strip('"') for version in matrix.group(1).split(",")] == versions
+    assert [end.strip() for end in matrix.group(2).split(",")] == ["lowest", "highest"]
+    (transformers,) = [Requirement(r) for r in requires("gemma4-static") if r.startswith("transformers")]
+    assert {spec.operator for spec in transformers.specifier} == {">=", "<"}  # a range with two ends
