@@ -86,7 +86,7 @@ def test_ci_covers_every_python_version_and_both_ends_of_the_transformers_range(
     assert versions == ["3.11", "3.12", "3.13"]
     assert all(f"{version}.0" in SpecifierSet(declared["Requires-Python"]) for version in versions)
     workflow = WORKFLOW.read_text()
-    matrix = re.search(r'python: \[(.*?)\]\n\s+transformers: \[(.*?)\]', workflow)
+    matrix = re.search(r"python: \[(.*?)\]\n\s+transformers: \[(.*?)\]", workflow)
     assert matrix is not None
     assert [version.strip().strip('"') for version in matrix.group(1).split(",")] == versions
     assert [end.strip() for end in matrix.group(2).split(",")] == ["lowest", "highest"]

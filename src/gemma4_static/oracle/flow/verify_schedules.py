@@ -1,21 +1,17 @@
 """The ``schedules`` check group: a deterministic grid of prompt lengths and chunk schedules around
 the sliding window, each prefill followed by decode steps across the next window and ring boundary;
 the port's logits at every chunk's last token, the prompt's last token and every decode step against
-HF's forward over the same tokens (one forward: every case's history is a prefix of one sequence).
-In a low-precision profile (bf16, fp16, an integer scheme) each case's logits against HF in float64
-instead, as an SQNR under the profile's gate for the chunked prefill and the decode steps (the lower
-of the two), HF's own SQNR in the profile at the same positions beside it."""
+HF's forward over the same tokens (one forward: every case's history is a prefix of one sequence),
+judged by :mod:`.schedule_scores` (in float32 within its tolerances; in a low-precision profile
+against HF in float64 under the profile's gate)."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import functools
 import logging
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -24,11 +20,11 @@ from ...ports.base import Gemma4Port, NotExposed, PortSetup
 from ...ports.prompt import Prompt
 from ..checks.report import Row, skip_row
 from ..fuzz.boundaries import chunk_schedules, decode_steps, prompt_lengths
-from ..fuzz.episode import Judgement, Observed, hf_history_logits, hf_token_by_token_logits, judge
-from ..numerics.metrics import measure
+from ..fuzz.episode import Judgement, Observed
 from ..references.samples import text_prompt
 from .port_calls import raised_in
 from .sample_plan import SEEDS
+from .schedule_scores import Score, Scored, hf_references, length_row, scored_in_profile, sqnr_row
 from .session import Session
 
 PRIORITY = ("policy", "one call", "uneven mix", "chunks of W + 1", "chunks of W", "chunks of W - 1",
@@ -126,7 +122,7 @@ def schedules_rows(session: Session) -> Iterator[Row]:
     longest = max(length + decode_steps(length, window) for length in prompt_lengths(window, 4 * window + 3))
     max_seq = session.capped(longest + 1)
     ids = text_prompt(session.config, [max_seq], seed=SEEDS["schedules"]).input_ids
-    score = _scored_in_profile(session, ids[0]) if session.low_precision else _hf_references(session, ids[0])
+    score = scored_in_profile(session, ids[0]) if session.low_precision else hf_references(session, ids[0])
     results: dict[int, list[tuple[Case, Judgement | Scored | str]]] = {}
     with session.built(PortSetup(max_seq)) as policy_port:
         cases, refused, dropped = plan(policy_port, window, max_seq, session.schedules_budget)
@@ -137,72 +133,9 @@ def schedules_rows(session: Session) -> Iterator[Row]:
                 for case in (case for case in cases if case.schedule == schedule):
                     results.setdefault(case.length, []).append((case, _judged(port, ids, case, score)))
     for length in sorted(results):
-        yield _sqnr_row(length, results[length]) if session.low_precision else _length_row(length, results[length])
+        yield sqnr_row(length, results[length]) if session.low_precision else length_row(length, results[length])
     check = f"cases run: {len(cases)} ({refused} refused by the port's limits, {dropped} over the budget)"
     yield Row("schedules", check, "cases", len(cases), float("inf"))
-
-
-Score = Callable[[Case, Observed], "Judgement | Scored"]
-
-
-@dataclass(frozen=True)
-class Scored:
-    """A case's logits against HF in float64 (a low-precision profile): the SQNR of ours and of HF in
-    the same profile over the same positions, the gate, and the first position below it (or ``None``)."""
-
-    sqnr_db: float
-    hf_sqnr_db: float
-    gate_db: float
-    first: str | None
-
-    @property
-    def diverged(self) -> bool:
-        return self.first is not None
-
-
-def _scored_in_profile(session: Session, ids: torch.Tensor) -> Score:
-    """Scores a case's observed logits against HF float64's over ``ids (N,)`` (one forward each of HF
-    in float64 and in the profile serves every case)."""
-    gate = session.gate
-    gate_db = min(gate.sqnr_gate("chunked prefill"), gate.sqnr_gate("decode steps"))
-    reference = hf_history_logits(session.reference_model, ids)
-    hf = hf_history_logits(session.hf_model, ids)
-
-    def score(case: Case, observed: Observed) -> Scored:
-        logits = observed.logits[0]
-        positions = sorted(logits)
-        ours = torch.stack([logits[position] for position in positions])
-        mine = measure(ours, reference[positions]).sqnr_db
-        first = None
-        if not mine >= gate_db:  # NaN fails too
-            below = ((position, measure(logits[position], reference[position]).sqnr_db) for position in positions)
-            position, value = next(((p, v) for p, v in below if not v >= gate_db), (None, mine))
-            where = f"over {len(positions)} positions" if position is None else f"position {position}"
-            kind = "" if position is None else f" ({observed.kinds[(0, position)]})"
-            first = f"{where}{kind}: {value:.1f} dB"
-        return Scored(mine, measure(hf[positions], reference[positions]).sqnr_db, gate_db, first)
-
-    return score
-
-
-def _hf_references(session: Session, ids: torch.Tensor) -> Score:
-    """Judges a case just run against HF's one-pass logits over its history (a prefix of ``ids (N,)``)
-    and, asked only past the tolerance, HF's token-by-token logits (:func:`..fuzz.episode.judge`). One forward
-    over ``ids`` serves every case, except where expert choices are recorded (a MoE model on this
-    runtime in float32): there HF runs each case's history after the case, pinned at routing ties to
-    that run's own choices (:mod:`..checks.routing`), since another chunking may settle a tie otherwise."""
-    model = session.model
-
-    def of(history: torch.Tensor) -> tuple[torch.Tensor, Callable[[int], torch.Tensor]]:
-        return hf_history_logits(model, history), functools.cache(lambda row: hf_token_by_token_logits(model, history))
-
-    shared = of(ids) if session.routing is None else None
-
-    def score(case: Case, observed: Observed) -> Judgement:
-        reference, second = shared or of(ids[: case.length + case.steps])
-        return judge({0: reference}, observed, second)
-
-    return score
 
 
 def _judged(port: Gemma4Port, ids: torch.Tensor, case: Case, score: Score) -> Judgement | Scored | str:
@@ -217,41 +150,3 @@ def _judged(port: Gemma4Port, ids: torch.Tensor, case: Case, score: Score) -> Ju
             raise
         return traceback.format_exc()
     return score(case, observed)
-
-
-def _length_row(length: int, results: list[tuple[Case, Judgement | str]]) -> Row:
-    """One prompt length's schedules as one row: the worst error relative to its tolerance; a failure
-    names the first failing schedule and position, and lists every failing case in the detail."""
-    judged, raised, check, failing = _outcomes(length, results)
-    worst = max((outcome for _, outcome in judged), key=lambda j: j.error / j.tolerance, default=None)
-    value, tolerance = (worst.error, worst.tolerance) if worst else (float("inf"), 0.0)
-    disagreement = max((outcome.hf_disagreement for _, outcome in judged), default=0.0)
-    hf = disagreement or None  # HF's one-pass forward vs its token-by-token decode, where it widened a bound
-    row = Row("schedules", check, "max abs diff", value if not raised else float("inf"), tolerance, hf=hf)
-    return dataclasses.replace(row, detail="\n".join(failing[1:6]), raised=raised[0][1] if raised else "")
-
-
-def _sqnr_row(length: int, results: list[tuple[Case, Scored | str]]) -> Row:
-    """One prompt length's schedules in a low-precision profile: the worst case's SQNR against float64
-    (HF's in the profile at its positions beside), gated; a failure names the first failing schedule
-    and position."""
-    judged, raised, check, failing = _outcomes(length, results)
-    worst = min((outcome for _, outcome in judged), key=lambda scored: scored.sqnr_db, default=None)
-    value = float("nan") if raised or worst is None else worst.sqnr_db
-    gate, hf = (worst.gate_db, worst.hf_sqnr_db) if worst else (float("inf"), None)
-    row = Row("schedules", f"{check}, vs float64", "SQNR dB", value, gate, higher_is_better=True, hf=hf)
-    return dataclasses.replace(row, detail="\n".join(failing[1:6]), raised=raised[0][1] if raised else "")
-
-
-def _outcomes(length: int, results: list[tuple[Case, Any]]) -> tuple[list, list, str, list[str]]:
-    """A prompt length's judged and raised cases, its row's check text, and every failing case named
-    (the first in the check text)."""
-    judged = [(case, outcome) for case, outcome in results if not isinstance(outcome, str)]
-    raised = [(case, outcome) for case, outcome in results if isinstance(outcome, str)]
-    failing = [f"{case.describe()}: raised {tb.strip().splitlines()[-1]}" for case, tb in raised]
-    failing += [f"{case.describe()}: {outcome.first}" for case, outcome in judged if outcome.diverged]
-    steps = results[0][0].steps
-    check = f"prompt {length}: {len(results)} schedules, chunk ends, last token, {steps} decode steps"
-    if failing:
-        check += f" [first: {failing[0]}]"
-    return judged, raised, check, failing

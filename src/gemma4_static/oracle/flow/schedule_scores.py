@@ -1,0 +1,124 @@
+"""The ``schedules`` group's judgement of its cases (:mod:`.verify_schedules` runs them): each case's
+logits against HF's forward over its history, within the float32 tolerances (HF's token-by-token
+decode widening a bound where HF's own two computations disagree, :func:`..fuzz.episode.judge`), or
+in a low-precision profile as an SQNR against HF in float64 under the profile's gate for the
+chunked prefill and the decode steps (the lower of the two), HF's own figure in the profile beside;
+and one report row per prompt length, naming the first failing schedule and position."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..checks.report import Row
+from ..fuzz.episode import Judgement, Observed, hf_history_logits, hf_token_by_token_logits, judge
+from ..numerics.metrics import measure
+from .session import Session
+
+if TYPE_CHECKING:
+    from .verify_schedules import Case
+
+Score = Callable[["Case", Observed], "Judgement | Scored"]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A case's logits against HF in float64 (a low-precision profile): the SQNR of ours and of HF in
+    the same profile over the same positions, the gate, and the first position below it (or ``None``)."""
+
+    sqnr_db: float
+    hf_sqnr_db: float
+    gate_db: float
+    first: str | None
+
+    @property
+    def diverged(self) -> bool:
+        return self.first is not None
+
+
+def scored_in_profile(session: Session, ids: torch.Tensor) -> Score:
+    """Scores a case's observed logits against HF float64's over ``ids (N,)`` (one forward each of HF
+    in float64 and in the profile serves every case)."""
+    gate = session.gate
+    gate_db = min(gate.sqnr_gate("chunked prefill"), gate.sqnr_gate("decode steps"))
+    reference = hf_history_logits(session.reference_model, ids)
+    hf = hf_history_logits(session.hf_model, ids)
+
+    def score(case: Case, observed: Observed) -> Scored:
+        logits = observed.logits[0]
+        positions = sorted(logits)
+        ours = torch.stack([logits[position] for position in positions])
+        mine = measure(ours, reference[positions]).sqnr_db
+        first = None
+        if not mine >= gate_db:  # NaN fails too
+            below = ((position, measure(logits[position], reference[position]).sqnr_db) for position in positions)
+            position, value = next(((p, v) for p, v in below if not v >= gate_db), (None, mine))
+            where = f"over {len(positions)} positions" if position is None else f"position {position}"
+            kind = "" if position is None else f" ({observed.kinds[(0, position)]})"
+            first = f"{where}{kind}: {value:.1f} dB"
+        return Scored(mine, measure(hf[positions], reference[positions]).sqnr_db, gate_db, first)
+
+    return score
+
+
+def hf_references(session: Session, ids: torch.Tensor) -> Score:
+    """Judges a case just run against HF's one-pass logits over its history (a prefix of ``ids (N,)``)
+    and, asked only past the tolerance, HF's token-by-token logits (:func:`..fuzz.episode.judge`). One forward
+    over ``ids`` serves every case, except where expert choices are recorded (a MoE model on this
+    runtime in float32): there HF runs each case's history after the case, pinned at routing ties to
+    that run's own choices (:mod:`..checks.routing`), since another chunking may settle a tie otherwise."""
+    model = session.model
+
+    def of(history: torch.Tensor) -> tuple[torch.Tensor, Callable[[int], torch.Tensor]]:
+        return hf_history_logits(model, history), functools.cache(lambda row: hf_token_by_token_logits(model, history))
+
+    shared = of(ids) if session.routing is None else None
+
+    def score(case: Case, observed: Observed) -> Judgement:
+        reference, second = shared or of(ids[: case.length + case.steps])
+        return judge({0: reference}, observed, second)
+
+    return score
+
+
+def length_row(length: int, results: list[tuple[Case, Judgement | str]]) -> Row:
+    """One prompt length's schedules as one row: the worst error relative to its tolerance; a failure
+    names the first failing schedule and position, and lists every failing case in the detail."""
+    judged, raised, check, failing = _outcomes(length, results)
+    worst = max((outcome for _, outcome in judged), key=lambda j: j.error / j.tolerance, default=None)
+    value, tolerance = (worst.error, worst.tolerance) if worst else (float("inf"), 0.0)
+    disagreement = max((outcome.hf_disagreement for _, outcome in judged), default=0.0)
+    hf = disagreement or None  # HF's one-pass forward vs its token-by-token decode, where it widened a bound
+    row = Row("schedules", check, "max abs diff", value if not raised else float("inf"), tolerance, hf=hf)
+    return dataclasses.replace(row, detail="\n".join(failing[1:6]), raised=raised[0][1] if raised else "")
+
+
+def sqnr_row(length: int, results: list[tuple[Case, Scored | str]]) -> Row:
+    """One prompt length's schedules in a low-precision profile: the worst case's SQNR against float64
+    (HF's in the profile at its positions beside), gated; a failure names the first failing schedule
+    and position."""
+    judged, raised, check, failing = _outcomes(length, results)
+    worst = min((outcome for _, outcome in judged), key=lambda scored: scored.sqnr_db, default=None)
+    value = float("nan") if raised or worst is None else worst.sqnr_db
+    gate, hf = (worst.gate_db, worst.hf_sqnr_db) if worst else (float("inf"), None)
+    row = Row("schedules", f"{check}, vs float64", "SQNR dB", value, gate, higher_is_better=True, hf=hf)
+    return dataclasses.replace(row, detail="\n".join(failing[1:6]), raised=raised[0][1] if raised else "")
+
+
+def _outcomes(length: int, results: list[tuple[Case, Any]]) -> tuple[list, list, str, list[str]]:
+    """A prompt length's judged and raised cases, its row's check text, and every failing case named
+    (the first in the check text)."""
+    judged = [(case, outcome) for case, outcome in results if not isinstance(outcome, str)]
+    raised = [(case, outcome) for case, outcome in results if isinstance(outcome, str)]
+    failing = [f"{case.describe()}: raised {tb.strip().splitlines()[-1]}" for case, tb in raised]
+    failing += [f"{case.describe()}: {outcome.first}" for case, outcome in judged if outcome.diverged]
+    steps = results[0][0].steps
+    check = f"prompt {length}: {len(results)} schedules, chunk ends, last token, {steps} decode steps"
+    if failing:
+        check += f" [first: {failing[0]}]"
+    return judged, raised, check, failing
