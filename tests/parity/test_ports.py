@@ -38,7 +38,9 @@ E2B_GRID_BUDGET = {"executorch-gemma4": 150, "qnn-gemma4": 50}
 pytest.importorskip("executorch", reason="the ports lane needs the ports extra: pip install -e '.[ports]'")
 from executorch.examples.models.gemma4.text_decoder.gemma4_transformer import Gemma4ForCausalLM  # noqa: E402
 
+from gemma4_static.ports.base import NotExposed, PortSetup  # noqa: E402
 from gemma4_static.ports.executorch_gemma4 import ExecuTorchGemma4Port  # noqa: E402
+from gemma4_static.ports.prompt import Prompt  # noqa: E402
 from gemma4_static.ports.qnn_gemma4 import QnnGemma4Port, mask_update_defect  # noqa: E402
 
 
@@ -220,6 +222,54 @@ def test_the_plugins_groups_take_an_integer_scheme(report):
     report(f"executorch-gemma4 on tiny in 8da4w+emb8, by group: {outcomes}; why: {reasons}")
     assert outcomes == {"quantization": "skipped", **dict.fromkeys(list(outcomes)[1:], "passed")}
     assert "quantizes itself in its own recipe" in reasons["quantization"]
+
+
+def test_the_ports_own_switches_restore_float_and_its_recipe_exactly(tiny_model):
+    """ExecuTorch's Gemma 4 in 8da4w+emb8: with no group quantized its logits are the float port's,
+    bit for bit; with every group quantized again, its recipe's; an unknown group is a ValueError."""
+    setup = PortSetup(16)
+    ids = torch.arange(3, 12)[None]
+    prompt = Prompt(input_ids=ids, attention_mask=torch.ones_like(ids))
+    float_port = ExecuTorchGemma4Port(tiny_model, setup)
+    float_logits = float_port.prefill(prompt).logits
+    with pytest.raises(NotExposed, match="executorch-gemma4 runs in float"):
+        float_port.quantization_groups()
+    port = ExecuTorchGemma4Port(tiny_model, dataclasses.replace(setup, quant="8da4w+emb8"))
+    quantized = port.prefill(prompt).logits
+    groups = port.quantization_groups()
+    assert groups == ("tables", "PLE projection", *(f"layer {i}" for i in range(10)), "LM head")
+    port.quantize_groups(set())
+    assert torch.equal(port.prefill(prompt).logits, float_logits)
+    port.quantize_groups(set(groups))
+    assert torch.equal(port.prefill(prompt).logits, quantized) and not torch.equal(quantized, float_logits)
+    with pytest.raises(ValueError, match=r"groups has unknown names \['layer 10'\]"):
+        port.quantize_groups({"layer 10"})
+
+
+def test_sensitivity_through_the_ports_own_switches(tmp_path, capsys, report):
+    """``verify --port executorch-gemma4 --quant 8da4w+emb8 --sensitivity``: the one-at-a-time ranking
+    through the port's switches (each group quantized alone, and left alone in float), at the
+    outputs the port exposes (its last-token logits; each layer's hidden states)."""
+    report_path = tmp_path / "report.json"
+    argv = ["verify", "--port", "executorch-gemma4", "--quant", "8da4w+emb8", "--sensitivity"]
+    skipped = ["--without", "rope", "--without", "chunked-prefill", "--without", "decode", "--without", "schedules"]
+    assert cli.main([*argv, "--json", str(report_path), "--no-export", *skipped]) == 0
+    assert "only: one group quantized, the rest float (ranked by KL)" in capsys.readouterr().out
+    section = read_report(report_path)["sensitivity"]
+    only = section["ranked"]["only"]
+    assert {result["group"] for result in only} == {
+        "tables",
+        "PLE projection",
+        "LM head",
+        *(f"layer {i}" for i in range(10)),
+    }
+    assert {result["output"] for result in only if result["group"].startswith("layer ")} >= {"layer 0 hidden states"}
+    kl = [result["kl_mean"] for result in only]
+    assert kl == sorted(kl, reverse=True) and kl[-1] > 0 and section["baseline"]["kl_mean"] > kl[0]
+    report(
+        f"8da4w+emb8 on tiny through the port: most sensitive {only[0]['group']} (KL {kl[0]:.3f}), "
+        f"least {only[-1]['group']} (KL {kl[-1]:.4f}); every group quantized: KL {section['baseline']['kl_mean']:.3f}"
+    )
 
 
 README_ADAPTER = re.compile(r"```python\n(# my_port\.py.*?)```", re.DOTALL)

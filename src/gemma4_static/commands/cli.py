@@ -94,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--sensitivity",
         action="store_true",
         help="with --quant: also quantize one group at a time (and all but one), rank the groups by the logits' KL "
-        "divergence, print the table, add it to --json and draw it as a PNG bar chart beside the JSON",
+        "divergence, print the table, add it to --json and draw it as a PNG bar chart beside the JSON (another "
+        "port: through its own per-group switches)",
     )
     verify.add_argument(
         "--mask-value",

@@ -96,7 +96,7 @@ def _report(args: argparse.Namespace, model: object, name: str, checks: tuple[st
     if args.sensitivity:
         from .sensitivity import sensitivity_section
 
-        extra = sensitivity_section(model, name, args.quant, args.json, max_seq=args.max_seq)
+        extra = sensitivity_section(model, name, args.quant, args.json, max_seq=args.max_seq, port=args.port)
     if args.json is not None:
         run = run_metadata(
             port=(result.port_name, result.port_version),

@@ -185,6 +185,17 @@ class Gemma4Port:
         an expected failure), or ``None``: a failure nobody documented is a failure."""
         return None
 
+    def quantization_groups(self) -> tuple[str, ...]:
+        """In an integer scheme, the groups it can quantize or leave in float one by one (tables,
+        ``"layer i"``, ``"LM head"``, ...), in data-flow order: the switch a sensitivity sweep
+        needs. ``NotExposed`` by default."""
+        raise self._missing("per-group quantization switches")
+
+    def quantize_groups(self, groups: set[str]) -> None:
+        """From the next prefill on: ``groups`` (names of :meth:`quantization_groups`) quantized,
+        every other group in float."""
+        raise self._missing("per-group quantization switches")
+
     def _missing(self, stage: str) -> NotExposed:
         return NotExposed(f"{self.name} does not expose {stage}")
 

@@ -10,16 +10,14 @@ have no K/V weights in HF checkpoints (never a blanket ``strict=False``: a wrong
 then load silently).
 
 In an integer scheme (``setup.quant``, one of :data:`~gemma4_static.quant.schemes.PORT_SCHEMES`) it
-is quantized by its export's own recipe (``quant_utils``: ``apply_embedding_quantization`` for
-``+emb8``, then ``apply_linear_quantization``, torchao's ``quantize_`` through ExecuTorch's
-``quantize_model_``), eager. One change, stated: int4 groups of 32 inputs where its export defaults
-to 128 (a width 128 does not divide is left in float, and the embedded models are 64 wide)."""
+is quantized by its export's own recipe, eager, with a float switch per group
+(:mod:`.executorch_recipe`)."""
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
-import io
 import logging
 import tempfile
 from collections.abc import Iterator
@@ -30,10 +28,11 @@ from typing import Any
 import torch
 
 from ..cpu.schedule import chunk_starts, expand_schedule
-from ..quant.schemes import PORT_SCHEMES, parse_scheme
+from ..quant.schemes import PORT_SCHEMES
 from ..spec import read_text_config, text_module
 from .base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
 from .checkpoint_layout import save_released_layout
+from .executorch_recipe import quantization_switches, quantized_by_its_recipe
 from .hooks import captured_layers, captured_output
 from .prompt import Prompt
 
@@ -86,25 +85,6 @@ def quiet_converter() -> Iterator[None]:
         converter.setLevel(level)
 
 
-def quantized_by_its_recipe(model: Any, quant: str) -> Any:
-    """``model`` quantized as ExecuTorch's Gemma 4 export quantizes its text decoder (its
-    ``quant_utils``; tables first, then the linears), groups of the scheme's size; what the recipe
-    prints (each layer it skips) goes to the log."""
-    from executorch.examples.models.gemma4.quant_utils import apply_embedding_quantization, apply_linear_quantization
-
-    scheme = parse_scheme(quant)
-    if quant not in PORT_SCHEMES:
-        raise ValueError(f"quant must be one of {list(PORT_SCHEMES)} for executorch-gemma4, got {quant!r}")
-    linear = quant.split("+")[0]
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        if scheme.table_bits is not None:
-            model = apply_embedding_quantization(model, "emb8").eval()
-        model = apply_linear_quantization(model, linear, group_size=scheme.group_size or 0).eval()
-    logging.getLogger(__name__).info("its recipe %s: %s", quant, printed.getvalue().strip())
-    return model
-
-
 class ExecuTorchGemma4Port(Gemma4Port):
     """``Gemma4ForCausalLM`` of ExecuTorch's Gemma 4 example, eager, float32."""
 
@@ -144,10 +124,26 @@ class ExecuTorchGemma4Port(Gemma4Port):
                 f"{self.name} did not load cleanly: missing {sorted(missing)}, unexpected {result.unexpected_keys}"
             )
         self.model.to(text_module(model).embed_tokens.weight.dtype)
+        self.switches: dict[str, list[tuple[str, Any, Any]]] = {}  # group -> (path, quantized, float)
         if setup.quant is not None:
+            float_model = copy.deepcopy(self.model)
             self.model = quantized_by_its_recipe(self.model, setup.quant)
+            self.switches = quantization_switches(self.model, float_model)
         self.pad_token_id = model.config.get_text_config().pad_token_id
         self.position = 0
+
+    def quantization_groups(self) -> tuple[str, ...]:
+        if not self.switches:
+            raise NotExposed(f"{self.name} runs in float (no integer scheme)")
+        return tuple(self.switches)
+
+    def quantize_groups(self, groups: set[str]) -> None:
+        unknown = sorted(set(groups) - set(self.quantization_groups()))
+        if unknown:
+            raise ValueError(f"groups has unknown names {unknown}; expected some of {list(self.switches)}")
+        for group, modules in self.switches.items():
+            for path, quantized, float_module in modules:
+                self.model.set_submodule(path, quantized if group in groups else float_module)
 
     def explain(self, row: Any) -> str | None:
         """A RoPE row in a low-precision profile, while its model holds its RoPE frequencies in that

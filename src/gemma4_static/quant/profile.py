@@ -42,6 +42,10 @@ class QuantProfile:
         for site in self.sites:
             site.set("quantized" if quantized(site) else "float")
 
+    def every(self) -> None:
+        """Quantize every site (the profile as calibrated)."""
+        self.select(lambda site: True)
+
     def only(self, group: str) -> None:
         self._known(group)
         self.select(lambda site: group in site.groups)

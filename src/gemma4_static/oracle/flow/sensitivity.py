@@ -6,7 +6,12 @@ A group's output: the embeddings (after fusion) for ``embedding``, the per-layer
 ``PLE``, the soft tokens for ``vision``, layer ``i``'s hidden states for ``layer i``, the last
 layer's hidden states for a projection kind across layers, the logits for ``LM head``. The sweep
 reuses the session's calibration (every range observed once, in float, as a deployment calibrates),
-so a group's figures differ from the full profile's by that group's error alone."""
+so a group's figures differ from the full profile's by that group's error alone.
+
+Another port in its own recipe is swept through its switches
+(:meth:`~gemma4_static.ports.base.Gemma4Port.quantization_groups`, ``quantize_groups``), at the
+outputs it exposes (its logits at each row's last valid token where it has no logits of every
+position; a group's own output where the port returns it, else the logits)."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from typing import Any
 import torch
 
 from ...ports.base import PortPrefill
+from ...ports.registry import DEFAULT_PORT
 from ...spec import text_module
 from ..checks.parity import llm_input_ids
 from ..numerics.metrics import Metrics, kl_divergence, measure
@@ -25,7 +31,8 @@ from ..references.hf import hf_per_layer_inputs
 from .session import Session, open_session
 
 MODES = ("only", "all but")
-OUTPUTS = {"embedding": "embeddings", "LM head": "logits"}  # the other groups: their own name, or the last layer
+# a group's output where its name is not an output's: the other groups' own, or the last layer
+OUTPUTS = {"embedding": "embeddings", "tables": "embeddings", "PLE projection": "PLE", "LM head": "logits"}
 
 
 @dataclass(frozen=True)
@@ -74,14 +81,39 @@ class Sweep:
         return sorted(chosen, key=lambda result: result.kl_mean, reverse=mode == "only")
 
 
+class PortSwitch:
+    """Another port's per-group switches (:meth:`~gemma4_static.ports.base.Gemma4Port.quantize_groups`)
+    with the calls a sweep makes of a :class:`~gemma4_static.quant.QuantProfile`."""
+
+    calibration_seconds = 0.0  # its recipe's own: dynamic schemes calibrate nothing
+
+    def __init__(self, port: Any) -> None:
+        self.port = port
+        self.groups = list(port.quantization_groups())
+
+    def every(self) -> None:
+        self.port.quantize_groups(set(self.groups))
+
+    def only(self, group: str) -> None:
+        self.port.quantize_groups({group})
+
+    def all_but(self, group: str) -> None:
+        self.port.quantize_groups(set(self.groups) - {group})
+
+
 @torch.no_grad()
 def run_sensitivity(
-    model: Any, quant: str, *, max_seq: int | None = None, groups: Sequence[str] | None = None
+    model: Any,
+    quant: str,
+    *,
+    max_seq: int | None = None,
+    groups: Sequence[str] | None = None,
+    port: str = DEFAULT_PORT,
 ) -> Sweep:
     """The sweep of scheme ``quant`` on ``model``'s sample prompt (:func:`.session.open_session`) over
-    ``groups`` (names of the profile's groups; default: every one)."""
-    session = open_session(model, quant=quant, max_seq=max_seq, steps=1)
-    profile = session.quant
+    ``groups`` (names of the profile's groups, or of ``port``'s switches; default: every one)."""
+    session = open_session(model, quant=quant, max_seq=max_seq, steps=1, port=port)
+    profile = session.quant if session.is_runtime else PortSwitch(session.port)
     known = profile.groups
     swept = known if groups is None else list(groups)
     unknown = [group for group in swept if group not in known]
@@ -89,14 +121,14 @@ def run_sensitivity(
         raise ValueError(f"groups has unknown names {unknown}; expected some of {known}")
     outputs = _reference_outputs(session)
     started = time.perf_counter()
-    profile.select(lambda site: True)
+    profile.every()
     baseline = _measure(session, "every group", "all", outputs)
     results = []
     for mode in MODES:
         for group in swept:
             profile.only(group) if mode == "only" else profile.all_but(group)
             results.append(_measure(session, group, mode, outputs))
-    profile.select(lambda site: True)
+    profile.every()
     return Sweep(quant, baseline, tuple(results), profile.calibration_seconds, time.perf_counter() - started)
 
 
@@ -104,32 +136,23 @@ Extract = Callable[[PortPrefill], torch.Tensor]
 
 
 def _reference_outputs(session: Session) -> dict[str, tuple[str, Extract, torch.Tensor]]:
-    """Per output kind: its description, how to read ours from a prefill, the float64 reference
-    (valid positions only)."""
-    prompt, reference = session.prompt, session.reference
+    """Per output kind the port exposes: its description, how to read ours from a prefill, the float64
+    reference (valid positions only)."""
+    prompt, reference, exposed = session.prompt, session.reference, session.ours
     valid = prompt.attention_mask.bool()
     length = valid.shape[1]
     states = reference.hidden_states
-    outputs = {
-        "embeddings": ("embeddings after fusion", lambda ours: ours.hidden_states[0][valid], states[0][valid]),
-        "last layer": (
-            "last hidden states (final norm)",
-            lambda ours: text_module(session.model).norm(ours.hidden_states[-1][:, :length])[valid],
-            states[-1][valid],
-        ),
-        "logits": ("logits", lambda ours: ours.all_logits[valid], reference.logits[valid]),
-    }
-    if session.has_per_layer_inputs:
+    outputs = {"logits": ("logits", lambda ours: ours.all_logits[valid], reference.logits[valid])}
+    if exposed.all_logits is None:
+        last = reference.logits[torch.arange(valid.shape[0]), prompt.last_index]
+        outputs["logits"] = ("logits at each row's last valid token", lambda ours: ours.logits, last)
+    if exposed.hidden_states is not None:
+        outputs.update(_state_outputs(session, valid, length, states))
+    if session.has_per_layer_inputs and exposed.per_layer_inputs is not None:
         ids = llm_input_ids(prompt, session.model)
         ple = hf_per_layer_inputs(session.reference_model, reference, ids)[valid]
         outputs["PLE"] = ("per-layer inputs", lambda ours: ours.per_layer_inputs[:, :length][valid], ple)
-    for index, state in enumerate(states[1:-1]):
-        outputs[f"layer {index}"] = (
-            f"layer {index} hidden states",
-            lambda ours, index=index: ours.hidden_states[index + 1][valid],
-            state[valid],
-        )
-    if prompt.pixel_values is not None:
+    if prompt.pixel_values is not None and exposed.soft_tokens is not None:
         soft = torch.cat(
             session.reference_model.model.get_image_features(
                 prompt.pixel_values.double(), prompt.image_position_ids
@@ -139,9 +162,29 @@ def _reference_outputs(session: Session) -> dict[str, tuple[str, Extract, torch.
     return outputs
 
 
+def _state_outputs(session: Session, valid: torch.Tensor, length: int, states: tuple) -> dict:
+    """The embeddings, each layer's hidden states and the last layer's (after the final norm)."""
+    outputs = {
+        "embeddings": ("embeddings after fusion", lambda ours: ours.hidden_states[0][valid], states[0][valid]),
+        "last layer": (
+            "last hidden states (final norm)",
+            lambda ours: text_module(session.model).norm(ours.hidden_states[-1][:, :length])[valid],
+            states[-1][valid],
+        ),
+    }
+    for index, state in enumerate(states[1:-1]):
+        outputs[f"layer {index}"] = (
+            f"layer {index} hidden states",
+            lambda ours, index=index: ours.hidden_states[index + 1][valid],
+            state[valid],
+        )
+    return outputs
+
+
 def _measure(session: Session, group: str, mode: str, outputs: dict) -> GroupResult:
-    ours = session.port.prefill(session.prompt, keep_intermediates=True)
-    output, extract, reference = outputs[OUTPUTS.get(group, group if group in outputs else "last layer")]
+    ours = session.port.prefill(session.port_prompt, keep_intermediates=True)
+    output = OUTPUTS.get(group, group if group in outputs else "last layer")
+    output, extract, reference = outputs[output if output in outputs else "logits"]
     logits, reference_logits = outputs["logits"][1](ours), outputs["logits"][2]
     kl = kl_divergence(logits, reference_logits)
     agreement = float((logits.argmax(-1) == reference_logits.argmax(-1)).double().mean())
