@@ -1,8 +1,8 @@
 """The ports lane: other teams' Gemma 4 ports through every check group of the verify flow on the
 tiny and E2B-geometry models (a port's documented divergence is an expected failure with its
 reason, a stage it does not expose a skip with the reason); the divergence found in Qualcomm's port
-localised (its graph matches HF once its masks are right); the README's third-party adapter with
-one stage broken; and the pytest plugin from the built wheel in a fresh venv, outside the checkout."""
+localised (its graph matches HF once its masks are right); the porting guide's third-party adapter
+with one stage broken; and the pytest plugin from the built wheel in a fresh venv, outside the checkout."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PORTS = ("executorch-gemma4", "qnn-gemma4")
 MODELS = ("tiny", "e2b-geometry")
 # port calls of the schedules grid in this lane on the E2B geometry: its most telling cases (the
-# port's policy first; its whole grid: gemma4-static verify --port NAME --config e2b-geometry, README,
+# port's policy first; its whole grid: gemma4-static verify --port NAME --config e2b-geometry, the docs,
 # and CI's ExecuTorch step); Qualcomm's fewer: every case of more than one call fails there as it
 # documents (its mask update), so more cases only repeat that. The tiny model's grid runs whole (44
 # cases, verify's own budget) for both.
@@ -145,7 +145,7 @@ def test_executorch_gemma4_in_bfloat16_fails_its_gates_through_its_rope_frequenc
     default dtype) falls below the bf16 gates at the prefill logits (and the decode steps), as HF
     cast to bfloat16 does; with its RoPE frequencies alone in float32 the same weights and graph pass
     every gate (the minimal reproduction)."""
-    checks = ("rope", "layers")  # the decode steps fail the same way (48.7 ulps, bound 26): README
+    checks = ("rope", "layers")  # the decode steps fail the same way (48.7 ulps, bound 26): docs/findings.md
     shipped = run_verification(e2b_model, port="executorch-gemma4", dtype=torch.bfloat16, export=False, checks=checks)
     failed = [row for row in shipped if row.failed]
     assert {row.stage for row in failed} == {"prefill logits"}, [format_row(r) for r in failed]
@@ -272,7 +272,7 @@ def test_sensitivity_through_the_ports_own_switches(tmp_path, capsys, report):
     )
 
 
-README_ADAPTER = re.compile(r"```python\n(# my_port\.py.*?)```", re.DOTALL)
+GUIDE_ADAPTER = re.compile(r"```python\n(# my_port\.py.*?)```", re.DOTALL)
 BROKEN_STAGE = """
 from my_port import MyPort
 
@@ -285,11 +285,13 @@ class FullRopeOffByOne(MyPort):
 """
 
 
-def test_readme_adapter_with_one_stage_broken_fails_exactly_that_stage(tmp_path, monkeypatch, capsys):
-    """The README's worked adapter, copied to a folder outside the package, passes every row it
+def test_guide_adapter_with_one_stage_broken_fails_exactly_that_stage(tmp_path, monkeypatch, capsys):
+    """The porting guide's worked adapter, copied to a folder outside the package, passes every row it
     can produce; with full-layer RoPE off by one position it fails the RoPE rows alone, the first
     one marked as the first divergence."""
-    (tmp_path / "my_port.py").write_text(README_ADAPTER.search((ROOT / "README.md").read_text()).group(1))
+    (tmp_path / "my_port.py").write_text(
+        GUIDE_ADAPTER.search((ROOT / "docs" / "porting-guide.md").read_text()).group(1)
+    )
     (tmp_path / "broken_port.py").write_text(BROKEN_STAGE)
     monkeypatch.syspath_prepend(str(tmp_path))
     report = tmp_path / "report.json"
