@@ -93,6 +93,15 @@ GENERATED = {
 }
 
 
+ROLE = re.compile(r":(?:func|mod|class|meth|data|attr|exc):`~?([^`]+)`")
+RENDERED_ROLE = re.compile(r":(?:func|mod|class|meth|data|attr|exc):\s*(<code>)")
+
+
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
     """Each marker replaced by its generated Markdown (an unknown marker is an error)."""
-    return MARKER.sub(lambda match: GENERATED[match.group(1)](), markdown)
+    return MARKER.sub(lambda match: ROLE.sub(r"`\1`", GENERATED[match.group(1)]()), markdown)
+
+
+def on_page_content(html: str, **kwargs: Any) -> str:
+    """The Sphinx roles of the docstrings (``:func:`x```) shown as the code they name."""
+    return RENDERED_ROLE.sub(r"\1", html)

@@ -1,9 +1,9 @@
 """gemma4-static: a static-shape runtime for Gemma 4, checked stage by stage against transformers.
 
-Its rooms and layers are the import contracts of ``pyproject.toml`` (the suite runs them), drawn in
-the README's Architecture section: ``spec`` (the one Hugging Face adapter) at the bottom, then the
-CPU side and the NPU stages, the stack, ``executorch``, the runtime, export, the ports, the oracle
-(HF as the reference) and the commands on top.
+Its rooms and layers are the import contracts of ``pyproject.toml`` (the suite runs them), drawn on
+the documentation's architecture page (``docs/architecture.md``): ``spec`` (the one Hugging Face
+adapter) at the bottom, then the CPU side and the NPU stages, the stack, ``executorch``, the
+runtime, export, the ports, the oracle (HF as the reference) and the commands on top.
 """
 
 from importlib import metadata as _metadata

@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="gemma4-static",
         metavar="NAME",
         help="the Gemma 4 implementation to check: gemma4-static (this runtime), executorch-gemma4, qnn-gemma4, "
-        "or package.module:factory (see the README's port interface)",
+        "or package.module:factory (see the porting guide, docs/porting-guide.md)",
     )
     verify.add_argument(
         "--kernel-set",

@@ -128,7 +128,7 @@ class QnnGemma4Port(Gemma4Port):
         self._reset()
 
     def explain(self, row: Any) -> str | None:
-        """The divergence of its ``masking_utils`` (README, "What the suite finds in other ports"),
+        """The divergence of its ``masking_utils`` (docs/findings.md),
         only while :func:`mask_update_defect` still reproduces it on the installed version: a
         decode, generation, schedules or fuzz row (each runs a program after its first call), or a row
         naming ``masking_utils`` (the ``IndexError`` of a program of ``ar_len > 1`` after its first

@@ -37,7 +37,9 @@ WIDER = 2.0
 
 
 def quantization_rows(session: Session) -> Iterator[Row]:
-    """No rows without an integer profile; one SKIP row for XNNPACK's own quantizer."""
+    """Every site of this runtime's integer profile: its weight against torchao's, its activation
+    range against HF's at the same matmul. No rows without an integer profile; one SKIP row for
+    XNNPACK's own quantizer or a port's own recipe."""
     if session.scheme is None:
         return
     if session.quant is None:

@@ -4,9 +4,9 @@ each with the measurement it comes from.
 
 How they were derived: the default models (tiny and e2b-vision with an image, batch 2; the E2B
 geometry with a ragged 515/256-token prompt, 24 decode steps) were run in each dtype and every
-stage's metrics recorded, ours and HF's own in the same dtype, both against float64 (table in the
-README). An SQNR gate sits 6 dB (one bit of error amplitude) below the worst stage we measured on
-the 515-token sample, rounded down to a multiple of 10 dB (longer prompts measured since stay
+stage's metrics recorded, ours and HF's own in the same dtype, both against float64 (table in
+docs/profiles.md). An SQNR gate sits 6 dB (one bit of error amplitude) below the worst stage we
+measured on the 515-token sample, rounded down to a multiple of 10 dB (longer prompts measured since stay
 above it: see the chunked prefill below); a cosine gate is the cosine that SQNR implies
 (``1 - 10^(-SQNR/10) / 2``). A real regression costs far more: a mask value of -1 or a dropped norm
 costs 20 dB and more, a RoPE shift fails the K rows and the RoPE rows.
@@ -116,7 +116,7 @@ def _integer_gate(sqnr_db: tuple[float | None, ...], margin: float, hf_deficit_d
 # Integer profiles (:mod:`gemma4_static.quant`), keyed by scheme name, one gate per base scheme
 # (with and without +e8+h8). Measured on tiny, e2b-vision (image prompt, batch 2) and the E2B geometry
 # (515/256-token prompt, 24 decode steps), both variants of each base (``python
-# benchmarks/numerics_table.py --models tiny e2b-vision e2b-geometry --quant ...``; README table).
+# benchmarks/numerics_table.py --models tiny e2b-vision e2b-geometry --quant ...``; table in docs/profiles.md).
 # The stages' errors differ by 20 dB and more (a 16-bit PLE path near 40 dB, the layers near 25),
 # so each stage has its own SQNR gate: 6 dB below the worst of that stage over the models and both
 # variants, rounded down to 1 dB (a single gate at the layers' level would let every fault of the PLE
@@ -156,7 +156,7 @@ QUANT_GATES = {
 # export through torchao), measured through the executorch-gemma4 port on tiny, e2b-vision (its text
 # decoder: the port is text only) and the E2B geometry, both variants of each base (``python
 # benchmarks/numerics_table.py --port executorch-gemma4 --models tiny e2b-vision e2b-geometry --quant
-# 8da4w 8da4w+emb8 8da8w 8da8w+emb8``; README). Set as the static ones: 6 dB below the worst stage,
+# 8da4w 8da4w+emb8 8da8w 8da8w+emb8``; docs/findings.md). Set as the static ones: 6 dB below the worst stage,
 # rounded down; the margin twice the worst shift; the bound against HF in the same scheme (torchao's
 # quantize_ on HF's modules) the worst deficit plus 3 dB, rounded up (the port and HF agree within
 # 0.09 dB on 8da4w; within 0.92 dB on 8da8w, either way up to 3.6 dB at the E2B prefill logits, where
