@@ -38,33 +38,30 @@ def quantized_by_its_recipe(model: Any, quant: str) -> Any:
 
 def quantization_switches(quantized: Any, float_model: Any) -> dict[str, list[tuple[str, Any, Any]]]:
     """Per group (``"tables"``, ``"PLE projection"``, ``"layer i"`` in HF's numbering, ``"LM
-    head"``), each module its recipe quantized: its path, the quantized module and the float one
-    (a module the recipe left in float, a width its groups do not divide, is in no group)."""
-    decoder = quantized.model
-    offset = len(decoder.self_decoder.layers)
-    groups: dict[str, list[tuple[str, Any, Any]]] = {}
+    head"``), in the model's own (data-flow) order, each module its recipe quantized: its path, the
+    quantized module and the float one (a module the recipe left in float, a width its groups do
+    not divide, is in no group)."""
+    offset = len(quantized.model.self_decoder.layers)
     floats = dict(float_model.named_modules())
+    groups: dict[str, list[tuple[str, Any, Any]]] = {}
     for path, module in quantized.named_modules():
         original = floats.get(path)
-        weight = getattr(module, "weight", None)
-        changed = type(module) is not type(original) or (
-            isinstance(module, torch.nn.Linear) and type(weight) is not type(original.weight)
-        )
-        if original is None or not changed:
+        if original is None or not _quantized(module, original):
             continue
         parts = path.split(".")
         if "layers" in parts:
-            index = int(parts[parts.index("layers") + 1]) + (offset if "cross_decoder" in parts else 0)
-            group = f"layer {index}"
+            group = f"layer {int(parts[parts.index('layers') + 1]) + (offset if 'cross_decoder' in parts else 0)}"
         else:
             group = {"embed_tokens": "tables", "embed_tokens_per_layer": "tables", "lm_head": "LM head"}.get(
                 parts[-1], "PLE projection"
             )
         groups.setdefault(group, []).append((path, module, original))
-    order = [
-        "tables",
-        "PLE projection",
-        *(f"layer {i}" for i in range(len(decoder.self_decoder.layers) + len(decoder.cross_decoder.layers))),
-        "LM head",
-    ]
-    return {group: groups[group] for group in order if group in groups}
+    return groups
+
+
+def _quantized(module: Any, original: Any) -> bool:
+    """Whether the recipe replaced ``original``: another module (a quantized table) or, for a
+    linear, another kind of weight (torchao's quantized tensor)."""
+    if type(module) is not type(original):
+        return True
+    return isinstance(module, torch.nn.Linear) and type(module.weight) is not type(original.weight)
