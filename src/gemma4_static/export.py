@@ -8,7 +8,7 @@ shapes (seeded random values; integer inputs in range); :func:`export_stages` wr
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -22,11 +22,13 @@ from .runtime import StaticGemma4Runtime
 
 @dataclass(frozen=True)
 class StageCase:
-    """One exportable stage: a module and example inputs at its static shapes."""
+    """One exportable stage: a module and example inputs at its static shapes (positional ``args``
+    and keyword ``kwargs``)."""
 
     name: str
     module: nn.Module
     args: tuple
+    kwargs: dict = field(default_factory=dict)
 
 
 def _layer_cases(runtime: StaticGemma4Runtime, generator: torch.Generator, *, representative: bool) -> list[StageCase]:
@@ -97,7 +99,7 @@ def _vision_args(
 
 def export_case(case: StageCase) -> torch.export.ExportedProgram:
     """``torch.export`` (non-strict) of one stage at its example shapes."""
-    return torch.export.export(case.module, case.args, strict=False)
+    return torch.export.export(case.module, case.args, case.kwargs or None, strict=False)
 
 
 def _describe(value) -> list[dict] | dict | None:

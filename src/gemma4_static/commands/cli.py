@@ -17,7 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # verification never reaches the n
 
 # The embedded models (oracle.references.models.MODEL_NAMES, kept equal by a test; not imported here,
 # so the CLI starts without loading transformers).
-CONFIGS = ("tiny", "e2b-vision", "e2b-geometry", "31b-geometry", "26b-a4b-geometry")
+CONFIGS = ("tiny", "e2b-vision", "e2b-geometry", "e2b-multimodal", "31b-geometry", "26b-a4b-geometry")
 MAX_SEQ_LIMIT = 8192  # verify prefills in one shot: its masks are max_seq x max_seq
 STEPS_LIMIT = 4096
 

@@ -34,8 +34,22 @@ import torch
 
 from ..cpu.greedy import greedy
 from ..cpu.schedule import expand_schedule
-from ..quant.schemes import parse_scheme
+from .host_stages import HostStages
+from .images import ImageProfile
+from .limits import GENERATE_LEAVES, PADDING_SIDES, PortLimits
 from .prompt import Prompt
+
+__all__ = [
+    "GENERATE_LEAVES",
+    "PADDING_SIDES",
+    "Gemma4Port",
+    "ImageProfile",
+    "NotExposed",
+    "OwnCheck",
+    "PortLimits",
+    "PortPrefill",
+    "PortSetup",
+]
 
 
 class NotExposed(Exception):
@@ -73,75 +87,6 @@ class PortSetup:
         return None if self.prefill_schedule is None else expand_schedule(self.prefill_schedule, length)
 
 
-PADDING_SIDES = ("right", "left", None)
-
-
-@dataclass(frozen=True)
-class PortLimits:
-    """What a port accepts: the largest batch (``None``: any), its padding side (``"right"``,
-    ``"left"`` as HF's ``padding_side="left"`` for batched generation, or ``None`` for no padding at
-    all: every row as long as the longest), the largest ``max_seq`` (every setup the suite asks for
-    stays within it), the dtypes it runs, whether it takes images (and needs one in every prompt),
-    and whether it prefills in chunks. The chunks it accepts: at most ``max_chunk`` tokens a call
-    (``None``: up to ``max_seq``), every chunk but the last at least ``min_chunk`` and a multiple of
-    ``chunk_multiple``; ``fixed_chunk``: its program takes exactly this many tokens a call (the last
-    padded), so every chunk but the last is that long; ``uniform_chunks``: its program's length is set
-    when it is built (from the setup's schedule), so every chunk but the last is one length.
-    ``schemes``: the integer schemes it runs in its own recipe (names of
-    :func:`~gemma4_static.quant.parse_scheme`, e.g. ``"8da4w+emb8"``; asked for in
-    :attr:`PortSetup.quant`), each judged with that scheme's gates."""
-
-    max_batch: int | None = None
-    padding_side: str | None = "right"
-    max_seq: int | None = None
-    dtypes: tuple[torch.dtype, ...] = (torch.float32,)
-    images: bool = False
-    needs_image: bool = False
-    chunked_prefill: bool = False
-    max_chunk: int | None = None
-    min_chunk: int = 1
-    chunk_multiple: int = 1
-    fixed_chunk: int | None = None
-    uniform_chunks: bool = False
-    schemes: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        for scheme in self.schemes:
-            parse_scheme(scheme)  # a ValueError naming a scheme the suite does not know
-        if self.padding_side not in PADDING_SIDES:
-            raise ValueError(f"padding_side must be one of {PADDING_SIDES}, got {self.padding_side!r}")
-        for name in ("max_batch", "max_seq", "max_chunk", "min_chunk", "chunk_multiple", "fixed_chunk"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise ValueError(f"{name} must be a positive int or None, got {value!r}")
-        if self.needs_image and not self.images:
-            raise ValueError("needs_image=True needs images=True: a port that needs an image takes images")
-
-    def refusal(self, chunks: list[int]) -> str | None:
-        """Why the port cannot prefill in ``chunks`` (lengths in order, the whole prompt), or ``None``."""
-        if len(chunks) > 1 and not self.chunked_prefill:
-            return "it prefills in one call"
-        body, longest = chunks[:-1], max(chunks)
-        if self.max_chunk is not None and longest > self.max_chunk:
-            return f"a chunk of {longest} exceeds its max_chunk {self.max_chunk}"
-        if self.fixed_chunk is not None and longest > self.fixed_chunk:
-            return f"a chunk of {longest} exceeds its fixed chunk {self.fixed_chunk}"
-        if self.fixed_chunk is not None and any(chunk != self.fixed_chunk for chunk in body):
-            return f"its program takes chunks of {self.fixed_chunk}"
-        if self.uniform_chunks and (len(set(body)) > 1 or (body and chunks[-1] > body[0])):
-            return "its chunks are all one length (set when it is built)"
-        if any(chunk < self.min_chunk for chunk in body):
-            return f"a chunk below its min_chunk {self.min_chunk}"
-        if any(chunk % self.chunk_multiple for chunk in body):
-            return f"a chunk that is not a multiple of {self.chunk_multiple}"
-        return None
-
-    @property
-    def single_row(self) -> bool:
-        """Whether the port takes one row at a time (batch 1, or no padding to make rows one length)."""
-        return self.max_batch == 1 or self.padding_side is None
-
-
 @dataclass(frozen=True)
 class PortPrefill:
     """A prefill's results: ``logits (B, vocab)`` at each row's last valid token and, where the port
@@ -161,8 +106,21 @@ class PortPrefill:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class Gemma4Port:
-    """Base class of a port: every stage raises :class:`NotExposed`; a port overrides what it has.
+@dataclass(frozen=True)
+class OwnCheck:
+    """One step of a port's own verification flow (its own idea of parity) and what it said:
+    ``said`` is its verdict in its own words (e.g. the lines it printed), ``raised`` its error where
+    the step raised; ``stages`` the suite's stages that judge the same thing (shown beside it)."""
+
+    step: str
+    said: str
+    stages: tuple[str, ...] = ()
+    raised: str = ""
+
+
+class Gemma4Port(HostStages):
+    """Base class of a port: every stage raises :class:`NotExposed`; a port overrides what it has
+    (the host-side stages: :class:`~.host_stages.HostStages`).
 
     ``name`` and ``version`` identify it in reports; ``limits`` say what it accepts."""
 
@@ -195,6 +153,11 @@ class Gemma4Port:
         """From the next prefill on: ``groups`` (names of :meth:`quantization_groups`) quantized,
         every other group in float."""
         raise self._missing("per-group quantization switches")
+
+    def own_checks(self, prompt: Prompt) -> list[OwnCheck]:
+        """The port's own verification flow run on ``prompt`` (the sample prompt, as the port takes
+        it), one :class:`OwnCheck` per step: shown beside the suite's verdict, never gating it."""
+        raise self._missing("a verification flow of its own")
 
     def _missing(self, stage: str) -> NotExposed:
         return NotExposed(f"{self.name} does not expose {stage}")

@@ -23,7 +23,10 @@ BUILT_IN = {
     "gemma4-static": "gemma4_static.ports.static:StaticRuntimePort",
     "executorch-gemma4": "gemma4_static.ports.executorch_gemma4:ExecuTorchGemma4Port",
     "qnn-gemma4": "gemma4_static.ports.qnn_gemma4:QnnGemma4Port",
+    "tico-gemma4": "gemma4_static.ports.tico_gemma4:TicoGemma4Port",
 }
+# the extra that installs a built-in port's own dependencies
+EXTRAS = {"executorch-gemma4": "ports", "qnn-gemma4": "ports", "tico-gemma4": "tico"}
 DEFAULT_PORT = "gemma4-static"
 
 
@@ -54,7 +57,8 @@ def port_factory(name: str) -> Factory:
     try:
         module = _import(module_name)
     except ModuleNotFoundError as error:
-        hint = " (install the ports extra: pip install 'gemma4-static[ports]')" if name in BUILT_IN else ""
+        extra = EXTRAS.get(name)
+        hint = f" (install the {extra} extra: pip install 'gemma4-static[{extra}]')" if extra else ""
         raise ValueError(f"port {name!r} cannot be imported: {error}{hint}") from None
     factory = getattr(module, attribute, None)
     if not callable(factory):

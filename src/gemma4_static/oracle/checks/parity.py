@@ -215,7 +215,8 @@ def export_rows(cases: list[StageCase]) -> list[Row]:
 def replay_rows(case: StageCase, program: torch.export.ExportedProgram) -> list[Row]:
     """``program`` (``case`` exported, or saved and loaded again) replays the eager output of
     ``case``, output by output."""
-    eager, exported = _flatten(case.module(*case.args)), _flatten(program.module()(*case.args))
+    eager = _flatten(case.module(*case.args, **case.kwargs))
+    exported = _flatten(program.module()(*case.args, **case.kwargs))
     rows = []
     for index, (mine, reference) in enumerate(zip(exported, eager, strict=True)):
         tolerance = tolerances.scaled(tolerances.EXPORT_RELATIVE, reference)

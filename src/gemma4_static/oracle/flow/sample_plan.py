@@ -6,7 +6,7 @@ from typing import Any
 
 from ...ports.base import PortLimits, PortSetup
 from ...spec import read_text_config
-from ..references.samples import Prompt, image_prompt, text_prompt
+from ..references.samples import Prompt, image_prompt, profile_prompt, text_prompt
 
 # the seeds of what the suite draws: the sample prompt's ids and images, the decode steps' tokens, the
 # chunked prefill's prompt (named in the JSON report)
@@ -16,14 +16,17 @@ SECOND_IMAGE = ((2, (40, 72), 70),)  # an image of another size mid-prompt: two 
 
 
 def sample_prompt(config: Any, limits: PortLimits, *, seed: int = SEEDS["sample prompt"]) -> Prompt:
-    """The sample prompt a port with ``limits`` takes (see the module docstring); another ``seed``
+    """The sample prompt a port with ``limits`` takes (see :mod:`.session`; in the port's first image
+    profile, one row, where it declares profiles); another ``seed``
     gives the same shape and image slots with other content. ``ValueError`` when the port needs an
     image and the model has none."""
     window = read_text_config(config).sliding_window
     has_vision = getattr(config, "vision_config", None) is not None
     if limits.needs_image and not has_vision:
         raise ValueError("the port needs an image in every prompt, but the model has no vision tower")
-    single = limits.single_row
+    single, profile = limits.single_row, limits.image_profile
+    if limits.images and has_vision and profile is not None:  # one row, past the window as the text prompt
+        return profile_prompt(config, profile, max(6, window + 3 - profile.prefix_length), seed=seed)
     if limits.images and has_vision:
         return image_prompt(config, text_after=[6] if single else [6, 2], then=SECOND_IMAGE, seed=seed)
     return text_prompt(config, [window + 3] if single else [window + 3, window // 2], seed=seed)

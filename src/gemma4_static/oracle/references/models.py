@@ -10,6 +10,10 @@ real architecture, so everything runs offline (a real checkpoint from local disk
   20 KV-shared layers, head dims 256/512, window 512 and E2B's RoPE parameters; narrow hidden
   size, small vocabulary and 2 query heads instead of 8 (masks, RoPE, the layer pattern and KV
   sharing do not depend on the number of heads).
+- ``e2b-multimodal``: the E2B geometry's text decoder with E2B's vision geometry in a
+  ``Gemma4ForConditionalGeneration``, causal over image tokens as E2B is (its config leaves
+  ``use_bidirectional_attention`` unset): the model static E2B deployments with one image in a fixed
+  profile (576 x 1056 pixels, 264 soft tokens) run end to end.
 - ``31b-geometry``, ``26b-a4b-geometry`` (no per-layer embeddings, K = V on full layers, the latter
   with mixture-of-experts blocks) and HF's tester configurations ``hf-tester``, ``hf-vision-tester``:
   see :mod:`.family`.
@@ -30,7 +34,7 @@ from .family import FAMILY_NAMES, GEOMETRY_NAMES, RELEASED_ROPE_PARAMETERS, fami
 from .samples import processed_images, text_prompt
 from .trained import make_text_look_trained, make_vision_look_trained
 
-MODEL_NAMES = ("tiny", "e2b-vision", "e2b-geometry", *GEOMETRY_NAMES)  # what verify --config takes
+MODEL_NAMES = ("tiny", "e2b-vision", "e2b-geometry", "e2b-multimodal", *GEOMETRY_NAMES)  # what verify --config takes
 BUILDABLE = (*MODEL_NAMES, *FAMILY_NAMES[len(GEOMETRY_NAMES) :])  # and HF's tester configurations
 DEFAULT_SEED = 0
 
@@ -90,24 +94,36 @@ E2B_VISION = {
 }
 
 
+SPECIAL_IDS = {
+    "image_token_id": 500,
+    "boi_token_id": 501,
+    "eoi_token_id": 502,
+    "audio_token_id": 503,
+    "video_token_id": 504,
+    "boa_token_id": 505,
+    "eoa_token_index": 506,
+}
+
+
 def tiny_config(vision: dict | None = None) -> Gemma4Config:
     """A small multimodal Gemma 4: 10 layers (4:1 pattern), 4 of them KV-shared, window 6, with the
     ``vision`` config fields (default: the tiny tower, clipped linears and standardization on)."""
-    special = {
-        "image_token_id": 500,
-        "boi_token_id": 501,
-        "eoi_token_id": 502,
-        "audio_token_id": 503,
-        "video_token_id": 504,
-        "boa_token_id": 505,
-        "eoa_token_index": 506,
-    }
-    return Gemma4Config(text_config=tiny_text_fields(), vision_config=vision or TINY_VISION, **special)
+    return Gemma4Config(text_config=tiny_text_fields(), vision_config=vision or TINY_VISION, **SPECIAL_IDS)
+
+
+def e2b_multimodal_config() -> Gemma4Config:
+    """The E2B geometry's text decoder with E2B's vision geometry, causal over image tokens (as E2B)."""
+    return Gemma4Config(text_config=e2b_text_fields(), vision_config=E2B_VISION, **SPECIAL_IDS)
 
 
 def e2b_geometry_config() -> Gemma4TextConfig:
     """E2B's layer pattern, head dims, window, RoPE and KV sharing on a narrow, cheap model."""
-    return Gemma4TextConfig(
+    return Gemma4TextConfig(**e2b_text_fields())
+
+
+def e2b_text_fields() -> dict:
+    """The E2B geometry's text config fields (a fresh dict)."""
+    return dict(
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=35,
@@ -136,6 +152,8 @@ def build_default_model(name: str, *, seed: int = DEFAULT_SEED) -> PreTrainedMod
     torch.manual_seed(seed)
     if name == "e2b-geometry":
         config = e2b_geometry_config()
+    elif name == "e2b-multimodal":
+        config = e2b_multimodal_config()
     elif name in FAMILY_NAMES:
         config = family_config(name)
     else:

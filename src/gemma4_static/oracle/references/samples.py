@@ -9,6 +9,7 @@ import torch
 from PIL import Image
 from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
 
+from ...ports.images import ImageProfile
 from ...ports.prompt import Prompt
 
 BOS_TOKEN_ID = 2
@@ -115,6 +116,37 @@ def image_prompt(
         image_position_ids=_stack_images(positions, -1) if pixels else None,
         image_slots=tuple(slots),
         filled_slots=None if all(all(flags) for flags in present) else tuple(present),
+    )
+
+
+def profile_prompt(config, profile: ImageProfile, text_after: int, *, seed: int = 0) -> Prompt:
+    """One row in a port's fixed image ``profile``: BOS where the profile has one, text up to each
+    image's ``boi``, the image (``boi``, ``profile.soft_tokens`` placeholders, ``eoi``) at its slot,
+    then ``text_after`` text tokens; the images are seeded random ones of the profile's size through
+    HF's image processor at the profile's budget. ``ValueError`` when the model's processor gives
+    another soft-token count for that size and budget (the profile does not fit the model)."""
+    count = len(profile.slots)
+    images = processed_images(config, [profile.image_size] * count, seed=seed, profile=profile.budget)
+    soft = images["num_soft_tokens_per_image"].tolist()
+    if any(tokens != profile.soft_tokens for tokens in soft):
+        raise ValueError(
+            f"image profile {profile.name!r}: the model's image processor gives {soft[0]} soft tokens for "
+            f"{profile.image_size} at a budget of {profile.budget}, not {profile.soft_tokens}"
+        )
+    generator = torch.Generator().manual_seed(seed)
+    parts, end = [torch.tensor([BOS_TOKEN_ID])] if profile.bos else [], int(profile.bos)
+    for slot in profile.slots:
+        parts.append(_text_ids(config, (slot - 1 - end,), generator))
+        image = [config.boi_token_id] + [config.image_token_id] * profile.soft_tokens + [config.eoi_token_id]
+        parts.append(torch.tensor(image))
+        end = slot + profile.soft_tokens + 1
+    ids = torch.cat((*parts, _text_ids(config, (text_after,), generator)))[None]
+    return Prompt(
+        input_ids=ids,
+        attention_mask=torch.ones_like(ids),
+        pixel_values=images["pixel_values"],
+        image_position_ids=images["image_position_ids"],
+        image_slots=profile.image_slots,
     )
 
 

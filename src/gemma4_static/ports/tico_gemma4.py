@@ -1,0 +1,397 @@
+"""Samsung TICO's ``StaticGemma4Runtime`` (``tico.quantization.recipes.debug.static_gemma4_runtime``,
+in the ``tico`` package) as a port, driven as its own ``run_static_gemma4_runtime`` drives it: its PTQ
+wrappers in NO_QUANT mode (float) with its default ``pre_negated_sin`` RoPE convention, its
+:class:`StaticGemma4Layout` and static vision profiles, ``build_static_inputs`` then ``reset_cache`` /
+``prefill`` / ``decode_one`` / ``generate_greedy``.
+
+What it takes, as its code says: ``Gemma4ForConditionalGeneration`` with a dense text decoder (it
+raises on MoE blocks) and a vision tower whose patch size, pooling kernel and soft-token budget
+match one of its profiles (``static_vision_profile.py``: 16-pixel patches, kernel 3, 280 soft
+tokens); batch 1, right padding; exactly one image per prompt at the profile's slot, no BOS, its
+``image_position_ids`` checked against the profile's canonical ones; no text-only path. Its static
+length counts the decode's current slot (``max_seq - 1`` tokens held), and its ``generate_greedy``
+decodes the last token it generates too.
+
+Prompts reach ``build_static_inputs`` through :class:`PromptProcessor`, a stand-in for HF's processor
+that returns the suite's already-tokenized prompt as HF's processor returns one (no tokenizer can be
+downloaded here): TICO's own host code then pads, maps placeholders and validates its profile. Its
+host-side stages are mapped back to HF's conventions at the edge: its pre-negated sine tables (first
+half negated) to rotate-half ones, its decode masks (past storage, then the current token in the last
+slot) to absolute positions."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from importlib import metadata
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from ..export import StageCase
+from .base import Gemma4Port, NotExposed, OwnCheck, PortLimits, PortPrefill, PortSetup
+from .images import ImageProfile
+from .prompt import Prompt
+
+RUNTIME = "tico.quantization.recipes.debug.static_gemma4_runtime"
+PROFILES = "tico.quantization.wrapq.wrappers.gemma4.static_vision_profile"
+# TICO's own flow, in run_static_gemma4_runtime's order, with the suite's stages that judge the same
+OWN_STEPS = (
+    ("build_static_inputs", ("static inputs",)),
+    ("token_embedding", ("token embedding",)),
+    ("vision_prefill", ("vision prefill",)),
+    ("mm_fusion", ("decoder layers",)),
+    ("masks_and_rope", ("masks prefill", "RoPE")),
+    ("prefill", ("prefill logits",)),
+    ("decode", ("decode steps",)),
+    ("generation", ("generation",)),
+)
+OWN_DECODE_STEPS, OWN_GENERATED = 4, 16  # StaticGemma4RuntimeConfig's verify_steps and gen_steps
+
+
+def tico_profiles() -> tuple[ImageProfile, ...]:
+    """TICO's registered static vision profiles as the suite's :class:`ImageProfile` (its default first)."""
+    from tico.quantization.wrapq.wrappers.gemma4 import static_vision_profile as profiles
+
+    names = [profiles.DEFAULT_GEMMA4_STATIC_VISION_PROFILE]
+    names += sorted(set(profiles._PROFILE_REGISTRY) - set(names))
+    return tuple(_image_profile(profiles.get_gemma4_static_vision_profile(name)) for name in names)
+
+
+def _image_profile(profile: Any) -> ImageProfile:
+    return ImageProfile(
+        name=profile.name,
+        image_size=(profile.image_height, profile.image_width),
+        budget=profile.max_soft_tokens,
+        soft_tokens=profile.num_visual_tokens,
+        slots=(profile.visual_start_idx,),
+        bos=profile.tokenizer_add_bos_token,
+    )
+
+
+def refusal(model: Any) -> str | None:
+    """Why TICO's runtime cannot take ``model`` (as its own checks say), or ``None``."""
+    if getattr(model.config, "vision_config", None) is None or not hasattr(model, "get_image_features"):
+        return (
+            f"TICO's StaticGemma4Runtime takes a Gemma4ForConditionalGeneration with a vision tower and one image "
+            f"per prompt (it has no text-only path); got {type(model).__name__}"
+        )
+    if model.config.get_text_config().enable_moe_block:
+        return "TICO's StaticGemma4Runtime supports dense decoder layers only (assert_gemma4_e2b_no_moe)"
+    from tico.quantization.wrapq.wrappers.gemma4 import static_vision_profile as profiles
+
+    profile = profiles.get_gemma4_static_vision_profile(profiles.DEFAULT_GEMMA4_STATIC_VISION_PROFILE)
+    try:
+        profile.validate(vision_config=model.config.vision_config)
+    except ValueError as error:
+        return f"no TICO static vision profile fits the model's vision tower: {error}"
+    return None
+
+
+@dataclass
+class PromptProcessor:
+    """HF's Gemma 4 processor as TICO's runtime and flow call it, for prompts the suite has already
+    tokenized: ``processor(text=KEY, images=...)`` returns the registered prompt's tensors as HF's
+    processor returns them (unpadded, batch 1); its ``tokenizer`` and ``image_processor`` carry the
+    fields TICO validates against its profile."""
+
+    profile: Any
+    pad_token_id: int
+    prompts: dict[str, Prompt] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.tokenizer = SimpleNamespace(
+            add_bos_token=self.profile.tokenizer_add_bos_token, pad_token_id=self.pad_token_id
+        )
+        self.image_processor = SimpleNamespace(
+            patch_size=self.profile.patch_size,
+            pooling_kernel_size=self.profile.pooling_kernel_size,
+            max_soft_tokens=self.profile.max_soft_tokens,
+        )
+
+    def key(self, prompt: Prompt) -> str:
+        """The text that stands for ``prompt`` (registered for later calls)."""
+        text = f"prompt {len(self.prompts)}"
+        self.prompts[text] = prompt
+        return text
+
+    def __call__(self, text: str, images: Any = None, return_tensors: str = "pt", padding: bool = False) -> dict:
+        prompt = self.prompts[text]
+        soft = int((prompt.mm_token_type_ids == 1).sum())
+        return {
+            "input_ids": prompt.input_ids,
+            "attention_mask": prompt.attention_mask,
+            "pixel_values": prompt.pixel_values,
+            "image_position_ids": prompt.image_position_ids,
+            "num_soft_tokens_per_image": torch.tensor([soft]),
+        }
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return " ".join(map(str, ids))
+
+
+def hf_sine(sin: torch.Tensor) -> torch.Tensor:
+    """A pre-negated sine table (first half of the last axis negated) in HF's rotate-half layout."""
+    first, second = sin.chunk(2, dim=-1)
+    return torch.cat((-first, second), dim=-1)
+
+
+class TicoGemma4Port(Gemma4Port):
+    """TICO's ``StaticGemma4Runtime`` in NO_QUANT mode, float32, its default static vision profile."""
+
+    name = "tico-gemma4"
+    limits = PortLimits(
+        max_batch=1,
+        padding_side="right",
+        images=True,
+        needs_image=True,
+        image_profiles=tico_profiles(),
+        reserves_decode_slot=True,
+        generate_leaves="all",
+    )
+
+    def __init__(self, model: Any, setup: PortSetup) -> None:
+        from tico.quantization.recipes.debug.static_gemma4_runtime import StaticGemma4Runtime
+        from tico.quantization.wrapq.wrappers.gemma4 import static_vision_profile as profiles
+        from tico.quantization.wrapq.wrappers.gemma4.utils import StaticGemma4Layout
+
+        refused = refusal(model)
+        if refused is not None:
+            raise ValueError(refused)
+        self.version = metadata.version("tico")
+        self.setup, self.config = setup, model.config
+        profile = profiles.get_gemma4_static_vision_profile(profiles.DEFAULT_GEMMA4_STATIC_VISION_PROFILE)
+        if setup.batch_size != 1 or setup.image_slots not in ((), self.limits.image_profile.image_slots):
+            raise ValueError(f"{self.name} takes batch 1 and one image at {profile.name}'s slot, got {setup}")
+        self.pad_token_id = model.config.get_text_config().pad_token_id
+        self.processor = PromptProcessor(profile, self.pad_token_id)
+        layout = StaticGemma4Layout(
+            max_seq=setup.max_seq,
+            visual_start_idx=profile.visual_start_idx,
+            num_visual_tokens=profile.num_visual_tokens,
+        )
+        self.runtime = StaticGemma4Runtime(model, self.processor, layout=layout, vision_profile=profile)
+        self.captured: dict[str, tuple[tuple, dict]] = {}  # the inputs of each graph's latest call
+        self.printed: list[str] = []  # what TICO printed while the port drove it
+        self.bidirectional = model.config.get_text_config().use_bidirectional_attention == "vision"
+
+    # -- the conversation
+    @contextlib.contextmanager
+    def _quiet(self) -> Iterator[None]:
+        """TICO prints as it goes (each generated token); its lines are kept, off the report."""
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            yield
+        self.printed += out.getvalue().splitlines()
+
+    def _batch(self, prompt: Prompt) -> dict[str, Any]:
+        """TICO's static batch for ``prompt``, built by its own ``build_static_inputs``."""
+        if prompt.input_ids.shape[0] != 1 or not bool(prompt.attention_mask.bool().all()):
+            raise NotExposed(f"{self.name} takes one unpadded row (it pads to its static length itself)")
+        if prompt.pixel_values is None:
+            raise NotExposed(f"{self.name} needs an image in every prompt (it has no text-only path)")
+        return self.runtime.build_static_inputs(self.processor.key(prompt), None)
+
+    @torch.no_grad()
+    def prefill(self, prompt: Prompt, *, keep_intermediates: bool = False) -> PortPrefill:
+        batch = self._batch(prompt)
+        runtime = self.runtime
+        runtime._get_or_create_vision_prefill(batch["image_position_ids"])  # built by its first prefill anyway
+        runtime.reset_cache()
+        with self._captured() as seen, self._quiet():
+            logits = runtime.prefill(batch)
+        if not keep_intermediates:
+            return PortPrefill(logits)
+        length = prompt.input_ids.shape[1]
+        layers = [seen[f"prefill layer {index}"] for index in range(len(runtime.prefill_layers))]
+        states = (seen["mm_fusion"], *(output[0] if isinstance(output, tuple) else output for output in layers))
+        states = tuple(state[:, :length] for state in states)
+        return PortPrefill(
+            logits,
+            hidden_states=states,
+            per_layer_inputs=None if "ple_projection" not in seen else seen["ple_projection"][:, :length],
+            soft_tokens=(seen["vision_prefill"].reshape(-1, states[0].shape[-1]),),
+            all_logits=runtime._apply_final_logit_softcapping(runtime.lm_head(states[-1])),
+        )
+
+    @torch.no_grad()
+    def decode(self, next_ids: torch.Tensor) -> torch.Tensor:
+        with self._captured(), self._quiet():
+            return self.runtime.decode_one(next_ids)
+
+    @torch.no_grad()
+    def generate(self, prompt: Prompt, *, max_new_tokens: int, eos_token_id: int | None = None) -> torch.Tensor:
+        """``generate_greedy`` (its loop stops at EOS before decoding it; ``eos_token_id=None`` passes -1,
+        its own way to stop at none): its new tokens, the pad id after an EOS."""
+        batch = self._batch(prompt)
+        self.runtime.reset_cache()
+        with self._quiet():
+            out = self.runtime.generate_greedy(
+                batch, max_new_tokens, eos_token_id=-1 if eos_token_id is None else eos_token_id
+            )
+        new = out[:, prompt.input_ids.shape[1] :]
+        return torch.cat((new, new.new_full((1, max_new_tokens - new.shape[1]), self.pad_token_id)), dim=1)
+
+    # -- its graphs' inputs, captured as the runtime calls them
+    def _graphs(self) -> dict[str, torch.nn.Module]:
+        runtime = self.runtime
+        graphs = {
+            "token_embedding": runtime.token_embedding,
+            "mm_fusion": runtime.mm_fusion,
+            "lm_head": runtime.lm_head,
+        }
+        if runtime.ple_projection is not None:
+            graphs["ple_projection"] = runtime.ple_projection
+        if runtime.vision_prefill is not None:
+            graphs["vision_prefill"] = runtime.vision_prefill
+        graphs.update({f"prefill layer {index}": layer for index, layer in enumerate(runtime.prefill_layers)})
+        graphs.update({f"decode layer {index}": layer for index, layer in enumerate(runtime.decode_layers)})
+        return graphs
+
+    @contextlib.contextmanager
+    def _captured(self) -> Iterator[dict[str, Any]]:
+        """Each graph's inputs (kept in ``captured``) and outputs (yielded) while the block runs."""
+        outputs: dict[str, Any] = {}
+
+        def hook(name: str) -> Any:
+            def record(module: Any, args: tuple, kwargs: dict, output: Any) -> None:
+                self.captured[name] = (args, kwargs)
+                outputs[name] = output
+
+            return record
+
+        handles = [
+            module.register_forward_hook(hook(name), with_kwargs=True) for name, module in self._graphs().items()
+        ]
+        try:
+            yield outputs
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    # -- its host-side stages, in HF's conventions
+    def prefill_masks(
+        self, attention_mask: torch.Tensor, mm_token_type_ids: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Its ``build_prefill_masks_and_rope`` masks (additive, 0 = allowed) as booleans; it takes no
+        image-block layout (its masks are causal over image tokens, as E2B's)."""
+        masks, _ = self.runtime.build_prefill_masks_and_rope(torch.zeros_like(attention_mask), attention_mask)
+        return {name: mask == 0 for name, mask in masks.items()}
+
+    def rope(self, position_ids: torch.Tensor, dtype: torch.dtype) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """Its prefill RoPE tables (positions ``0 .. S - 1`` of a static prefill) in HF's layout, cast to ``dtype``."""
+        length = position_ids.shape[-1]
+        if position_ids.shape[0] != 1 or not torch.equal(position_ids[0], torch.arange(length)):
+            raise NotExposed(f"{self.name} builds RoPE for the positions 0 .. S - 1 of one static prefill")
+        valid = torch.ones(1, length, dtype=torch.long)
+        _, tables = self.runtime.build_prefill_masks_and_rope(torch.zeros_like(valid), valid)
+        return {name: (cos.to(dtype), hf_sine(sin).to(dtype)) for name, (cos, sin) in tables.items()}
+
+    def _decode_tables(self, past_length: int, dtype: torch.dtype) -> tuple[dict, dict]:
+        """Its ``build_decode_masks_and_rope`` for a conversation of ``past_length`` tokens."""
+        runtime, kept = self.runtime, self.runtime.past_len
+        runtime.past_len = past_length
+        try:
+            return runtime.build_decode_masks_and_rope(1, dtype)
+        finally:
+            runtime.past_len = kept
+
+    def decode_masks(self, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Its decode masks over ``max_seq`` slots (past storage ``[0, max_seq - 1)``, slot ``p`` holding
+        position ``p``, then the current token in the last slot) mapped to absolute positions: the
+        current token's slot at ``P``, the unwritten storage slot ``P`` moved to the end."""
+        if attention_mask.shape[0] != 1 or not bool(attention_mask.bool().all()):
+            raise NotExposed(f"{self.name} decodes one unpadded row")
+        past = attention_mask.shape[1] - 1
+        masks, _ = self._decode_tables(past, torch.float32)
+        visible = {}
+        for name, mask in masks.items():
+            slots = mask[:, 0] == 0  # (1, max_seq)
+            storage, current = slots[:, :-1], slots[:, -1:]
+            visible[name] = torch.cat(
+                (storage[:, :past], current, storage[:, past + 1 :], storage[:, past : past + 1]), 1
+            )
+        return visible
+
+    def decode_rope(self, position: int, dtype: torch.dtype) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        _, tables = self._decode_tables(position, dtype)
+        return {name: (cos, hf_sine(sin)) for name, (cos, sin) in tables.items()}
+
+    def mask_fill_value(self) -> float:
+        return self.runtime.attention_mask_fill_value
+
+    def cache_kv(self, row: int, positions: list[int]) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+        """Its per-layer caches (slot ``p`` = position ``p``) of the producing layers; the KV-shared
+        layers' buffers are allocated but never written (their K/V come from the producers' outputs)."""
+        caches = self.runtime.layer_caches
+        if not caches:
+            raise NotExposed(f"{self.name}'s caches are allocated by a prefill")
+        index = torch.tensor(positions)
+        text = self.config.get_text_config()
+        producing = range(text.num_hidden_layers - text.num_kv_shared_layers)
+        return {
+            layer: (caches[layer].past_k[row][:, index], caches[layer].past_v[row][:, index]) for layer in producing
+        }
+
+    def static_inputs(self, prompt: Prompt) -> tuple[torch.Tensor, torch.Tensor]:
+        batch = self._batch(prompt)
+        return batch["llm_input_ids"], batch["attention_mask"]
+
+    def export_cases(self) -> list[StageCase]:
+        """Its export graphs with the inputs of their latest calls: token embedding, PLE projection,
+        vision prefill, fusion, LM head, and one prefill and one decode graph per layer type and K/V
+        role (producing or KV-shared)."""
+        if not any(name.startswith("decode") for name in self.captured):
+            raise NotExposed(f"{self.name}'s graphs are captured by a prefill and a decode step")
+        text = self.config.get_text_config()
+        first_shared = text.num_hidden_layers - text.num_kv_shared_layers
+        representative = {}
+        for index, layer_type in enumerate(text.layer_types):
+            representative.setdefault((layer_type, index >= first_shared), index)
+        chosen = {name for name in self.captured if "layer" not in name}
+        chosen |= {f"{mode} layer {index}" for index in representative.values() for mode in ("prefill", "decode")}
+        graphs = self._graphs()
+        return [
+            StageCase(name.replace(" ", "_"), graphs[name], *self.captured[name])
+            for name in graphs
+            if name in chosen and name in self.captured
+        ]
+
+    # -- its own verification flow
+    def own_checks(self, prompt: Prompt) -> list[OwnCheck]:
+        """TICO's ``verify_step_*`` functions on this runtime and ``prompt``, in the order and with the
+        settings of ``run_static_gemma4_runtime`` (4 decode steps, 16 generated tokens): per step what
+        it printed, or what it raised."""
+        from tico.quantization.recipes.debug import static_gemma4_runtime as flow
+
+        key, runtime, results = self.processor.key(prompt), self.runtime, {}
+        steps = {
+            "build_static_inputs": lambda: flow.verify_step_build_static_inputs(runtime, key, None),
+            "token_embedding": lambda: flow.verify_step_token_embedding(runtime, results["build_static_inputs"]),
+            "vision_prefill": lambda: flow.verify_step_vision_prefill(runtime, results["build_static_inputs"]),
+            "mm_fusion": lambda: flow.verify_step_mm_fusion(
+                runtime, results["token_embedding"], results["vision_prefill"], key, None
+            ),
+            "masks_and_rope": lambda: flow.verify_step_masks_and_rope(runtime, results["build_static_inputs"]),
+            "prefill": lambda: flow.verify_step_prefill(runtime, results["build_static_inputs"], key, None),
+            "decode": lambda: flow.verify_step_decode(
+                runtime, results["build_static_inputs"], key, None, results["prefill"], OWN_DECODE_STEPS
+            ),
+            "generation": lambda: flow.verify_step_generation(
+                runtime, results["build_static_inputs"], key, None, OWN_GENERATED
+            ),
+        }
+        checks = []
+        for step, stages in OWN_STEPS:
+            out = io.StringIO()
+            try:
+                with contextlib.redirect_stdout(out):
+                    results[step] = steps[step]()
+            except Exception as error:  # its own verdict: a step that raises says so
+                checks.append(OwnCheck(step, out.getvalue().strip(), stages, f"{type(error).__name__}: {error}"))
+                continue
+            checks.append(OwnCheck(step, out.getvalue().strip(), stages))
+        return checks
