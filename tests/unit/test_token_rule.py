@@ -112,7 +112,9 @@ def test_greedy_divergence_is_judged_at_the_first_differing_step():
         ("tied divergences", 1, "INFO"),
         ("matched prefix", 1, "INFO"),
     ]
-    assert "[first: row 0 step 1, gap 2]" in rows[0].check and "row 1 step 2 (0.05)" in rows[1].check
+    assert "row 1 step 2 (0.05)" in rows[1].check
+    # the first divergence names the tokens: the port's, the reference's, and the one fed before
+    assert "[first: row 0 step 1, gap 2: token 9 where the reference's is 6, after 5]" in rows[0].check
 
 
 def test_token_rows_fail_beyond_the_premise_and_name_the_tied_rows():

@@ -10,10 +10,11 @@ from typing import Any
 import torch
 
 from .. import __version__
-from ..cpu.masks import build_prefill_bool_masks
+from ..cpu.masks import build_decode_bool_masks, build_prefill_bool_masks
 from ..cpu.rope import build_rope
+from ..export import StageCase, stage_cases
 from ..runtime import StaticGemma4Runtime
-from .base import Gemma4Port, PortLimits, PortPrefill, PortSetup
+from .base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
 from .prompt import Prompt
 
 
@@ -61,6 +62,7 @@ class StaticRuntimePort(Gemma4Port):
             sliding_cache=sliding_cache,
         )
         self.config = model.config
+        self.images: tuple = (None, None)  # the last prefill's pixel values and positions (for its export cases)
         program = self.runtime.program
         if program is not None:  # the one-program form: a call of its prefill method takes up to its length
             self.limits = dataclasses.replace(self.limits, max_chunk=program.chunk)
@@ -93,6 +95,7 @@ class StaticRuntimePort(Gemma4Port):
 
     def prefill(self, prompt: Prompt, *, keep_intermediates: bool = False) -> PortPrefill:
         runtime = self.runtime
+        self.images = (prompt.pixel_values, prompt.image_position_ids)
         inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
         outputs = runtime.prefill_outputs(
             inputs,
@@ -127,4 +130,44 @@ class StaticRuntimePort(Gemma4Port):
             eos_token_id=eos_token_id,
             pixel_values=prompt.pixel_values,
             image_position_ids=prompt.image_position_ids,
+        )
+
+    def decode_masks(self, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Its decode masks over its ``max_seq`` slots (slot ``p`` holds position ``p`` in the mask
+        table; the ring layout maps slots through the same positions), the new token at ``P``."""
+        batch, total = attention_mask.shape
+        valid = torch.zeros(batch, self.runtime.layout.max_seq, dtype=torch.bool)
+        valid[:, :total] = attention_mask.bool()
+        masks = build_decode_bool_masks(self.config, valid, total - 1)
+        return {name: mask[:, 0, 0] for name, mask in masks.items()}
+
+    def decode_rope(self, position: int, dtype: torch.dtype) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        return self.runtime.stack.rope.lookup(torch.tensor([[position]]), dtype)
+
+    def mask_fill_value(self) -> float:
+        return self.runtime.stack.fill
+
+    def cache_kv(self, row: int, positions: list[int]) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+        """Its producing layers' buffers at the slots of ``positions`` (a ring slot ``p mod R``)."""
+        if self.runtime.program is not None:
+            raise NotExposed("the KV cache lives inside the program (backend 'executorch'): checked through the logits")
+        cache, index = self.runtime.cache, torch.tensor(positions)
+        return {
+            layer: tuple(
+                buffer[layer][row][:, cache.slots(cache.layer_types[layer], index)]
+                for buffer in (cache.keys, cache.values)
+            )
+            for layer in cache.keys
+        }
+
+    def static_inputs(self, prompt: Prompt) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs = self.runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
+        return inputs.input_ids, inputs.valid
+
+    def export_cases(self) -> list[StageCase]:
+        """One representative stage per kind (each layer type and K/V role in prefill, chunk and
+        decode mode), on its static shapes, with the last prefill's images for the vision stage."""
+        pixel_values, image_position_ids = self.images
+        return stage_cases(
+            self.runtime, pixel_values=pixel_values, image_position_ids=image_position_ids, representative=True
         )

@@ -14,8 +14,8 @@ from typing import Any
 import torch
 
 from ...export import StageCase, export_case
-from ...ports.base import Gemma4Port, NotExposed
-from ...runtime import PrefillOutputs, StaticGemma4Runtime
+from ...ports.base import Gemma4Port
+from ...runtime import PrefillOutputs
 from ...spec import text_module
 from ..numerics.parity_numerics import decision_rows, greedy_rows
 from ..references.hf import (
@@ -28,6 +28,8 @@ from ..references.hf import (
 from ..references.samples import Prompt
 from . import tolerances
 from .report import Row
+
+PLACEHOLDER_FIELDS = ("image_token_id", "video_token_id", "audio_token_id")  # what HF maps to the pad id
 
 
 def compare(stage: str, check: str, ours: torch.Tensor, theirs: torch.Tensor, tolerance: float) -> Row:
@@ -48,22 +50,22 @@ def count_row(stage: str, check: str, metric: str, differing: int) -> Row:  # ex
     return Row(stage, check, metric, differing, tolerances.EXACT)
 
 
-def static_input_row(prompt: Prompt, outputs: PrefillOutputs, spec: Any) -> Row:
-    """The static inputs vs what HF sees: ids (image placeholders -> pad), valid mask, lengths, token types."""
-    inputs, length, pad = outputs.inputs, prompt.input_ids.shape[1], spec.pad_token_id
-    llm_ids = prompt.input_ids.clone()
-    if spec.image_token_id is not None:
-        llm_ids[llm_ids == spec.image_token_id] = pad  # HF's llm_input_ids
-    mismatches = (
-        int((inputs.raw_ids[:, :length] != prompt.input_ids).sum())
-        + int((inputs.raw_ids[:, length:] != pad).sum())
-        + int((inputs.input_ids[:, :length] != llm_ids).sum())
-        + int((inputs.valid[:, :length] != prompt.attention_mask.bool()).sum())
-        + int(inputs.valid[:, length:].sum())
-        + int((inputs.valid_length != prompt.attention_mask.sum(dim=1)).sum())
-        + int((inputs.mm_token_type_ids[:, :length] != prompt.mm_token_type_ids).sum())
-    )
-    return count_row("static inputs", "ids, valid mask, lengths, image slot", "mismatched entries", mismatches)
+def static_input_row(prompt: Prompt, ids: torch.Tensor, valid: torch.Tensor, config: Any) -> Row:
+    """A port's static inputs ``ids, valid (B, N)`` vs what HF's language model sees for ``prompt``:
+    every placeholder (image, video, audio) as the pad id, padded with the pad id to ``N``, valid on
+    the prompt's tokens only (counted entry by entry; ``N`` below the prompt's length mismatches all)."""
+    expected = llm_input_ids(prompt, config)
+    batch, length = expected.shape
+    if ids.shape[0] != batch or ids.shape[1] < length or valid.shape != ids.shape:
+        return count_row("static inputs", "ids, valid mask", "mismatched entries", max(ids.numel(), expected.numel()))
+    pad = config.get_text_config().pad_token_id
+    padded = torch.full_like(ids, pad)
+    padded[:, :length] = expected
+    valid_expected = torch.zeros_like(valid, dtype=torch.bool)
+    valid_expected[:, :length] = prompt.attention_mask.bool()
+    mismatches = int((ids != padded).sum()) + int((valid.bool() != valid_expected).sum())
+    check = f"ids (placeholders as pad), valid mask, padded to {ids.shape[1]}"
+    return count_row("static inputs", check, "mismatched entries", mismatches)
 
 
 def embedding_row(model: Any, port: Gemma4Port, ids: torch.Tensor) -> Row:
@@ -72,13 +74,14 @@ def embedding_row(model: Any, port: Gemma4Port, ids: torch.Tensor) -> Row:
     return compare("token embedding", "vs get_input_embeddings", port.token_embedding(ids), theirs, tolerances.EXACT)
 
 
-def llm_input_ids(prompt: Prompt, model: Any) -> torch.Tensor:
-    """The ids HF's language model sees for ``prompt``: image placeholders become the pad id."""
-    text = model.config.get_text_config()
-    image_token_id = getattr(model.config, "image_token_id", None)
+def llm_input_ids(prompt: Prompt, config: Any) -> torch.Tensor:
+    """The ids HF's language model sees for ``prompt`` (a model's ``config``): every image, video and
+    audio placeholder becomes the pad id (``get_placeholder_mask``)."""
     ids = prompt.input_ids.clone()
-    if image_token_id is not None:
-        ids[ids == image_token_id] = text.pad_token_id
+    for field in PLACEHOLDER_FIELDS:
+        placeholder = getattr(config, field, None)
+        if placeholder is not None:
+            ids[ids == placeholder] = config.get_text_config().pad_token_id
     return ids
 
 
@@ -110,15 +113,21 @@ def fusion_row(outputs: PrefillOutputs) -> Row:
 def rope_rows(config: Any, rope: Any, position_ids: torch.Tensor, dtype: torch.dtype) -> list[Row]:
     """cos/sin per layer type from ``rope(position_ids, dtype)`` (a port's, e.g. ``port.rope``) vs
     ``Gemma4TextRotaryEmbedding`` (``inf`` on a dtype or shape mismatch)."""
-    ours, theirs = rope(position_ids, dtype), hf_rope(config, position_ids, dtype=dtype)
+    theirs = hf_rope(config, position_ids, dtype=dtype)
+    return rope_pairs_rows("RoPE", str(dtype).removeprefix("torch."), rope(position_ids, dtype), theirs, dtype)
+
+
+def rope_pairs_rows(stage: str, note: str, ours: dict, theirs: dict, dtype: torch.dtype) -> list[Row]:
+    """``{layer_type: (cos, sin)}`` tables against HF's, one row per layer type (the worse of cos and
+    sin; ``inf`` for a missing type or a dtype or shape mismatch)."""
     rows = []
     for name in sorted(ours.keys() | theirs.keys()):
-        check = f"{name} {str(dtype).removeprefix('torch.')}"
+        check = f"{name} {note}"
         mine, reference = ours.get(name), theirs.get(name)
         if mine is None or reference is None or any(a.dtype != dtype for a in (*mine, *reference)):
-            rows.append(Row("RoPE", check, "max abs diff", float("inf"), tolerances.ROPE[dtype]))
+            rows.append(Row(stage, check, "max abs diff", float("inf"), tolerances.ROPE[dtype]))
             continue
-        cos, sin = (compare("RoPE", check, a, b, tolerances.ROPE[dtype]) for a, b in zip(mine, reference, strict=True))
+        cos, sin = (compare(stage, check, a, b, tolerances.ROPE[dtype]) for a, b in zip(mine, reference, strict=True))
         rows.append(max(cos, sin, key=lambda row: row.value))
     return rows
 
@@ -134,20 +143,15 @@ def hidden_state_rows(
     ]
 
 
-def observable_cache(runtime: StaticGemma4Runtime) -> Any:
-    """The runtime's static cache, or ``NotExposed`` when the cache lives inside an ExecuTorch program
-    (``backend="executorch"``: its K/V reach HF only through the logits)."""
-    if runtime.program is not None:
-        raise NotExposed("the KV cache lives inside the program (backend 'executorch'): checked through the logits")
-    return runtime.cache
-
-
-def kv_rows(runtime: StaticGemma4Runtime, model: Any, prompt: Prompt, dtype: torch.dtype) -> list[Row]:
-    """K and V of every producing layer and every row after the runtime's prefill of ``prompt`` vs
-    HF's cache of each row (on the positions HF keeps, see ``paired_kv``)."""
+def kv_rows(
+    port: Gemma4Port, model: Any, prompt: Prompt, dtype: torch.dtype, tokens: torch.Tensor | None = None
+) -> list[Row]:
+    """K and V of every layer the port's cache reports (every producing layer at least) and every row
+    after its prefill of ``prompt`` (and decode steps ``tokens (B, T)``) vs HF's cache of each row (on
+    the positions HF keeps, see ``paired_kv``)."""
     return [
         stage_row("KV cache", name, mine, theirs, dtype)
-        for name, mine, theirs in paired_kv(observable_cache(runtime), model, prompt)
+        for name, mine, theirs in paired_kv(port.cache_kv, model, prompt, tokens)
     ]
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ...cpu.masks import build_chunk_bool_masks, build_decode_bool_masks
+from ...cpu.masks import build_chunk_bool_masks
 from ..references.hf import hf_decode_visible_positions, hf_prefill_bool_masks
 from . import tolerances
 from .diagrams import mask_diagram
@@ -56,24 +56,28 @@ def prefill_mask_rows(
     return _mask_rows(stage, attn_implementation, ours, theirs, valid)
 
 
-def decode_mask_rows(config: Any, valid: torch.Tensor, attn_implementation: str, *, unwritten: int = 4) -> list[Row]:
-    """The next token's visible absolute positions vs HF with a ``DynamicCache``, one row per layer type.
+DecodeMasks = Callable[[torch.Tensor], dict[str, torch.Tensor]]
 
-    ``valid`` ``(B, P + 1)``: ``P`` cached tokens and the new one at position ``P``; the static cache
-    has ``unwritten`` more slots, which must stay invisible (HF's sliding cache keeps only the last
-    ``window - 1`` keys, so masks are compared as absolute positions).
+
+def decode_mask_rows(config: Any, valid: torch.Tensor, attn_implementation: str, ours: DecodeMasks) -> list[Row]:
+    """The next token's visible absolute positions ``ours(valid)`` (a port's, e.g.
+    ``port.decode_masks``: ``{layer_type: (B, K)}``) vs HF with a ``DynamicCache``, one row per layer
+    type.
+
+    ``valid`` ``(B, P + 1)``: ``P`` cached tokens and the new one at position ``P``. HF's sliding
+    cache keeps only the last ``window - 1`` keys, so masks are compared as absolute positions; the
+    port's ``K - P - 1`` positions past the new token are slots nothing was written to, which must
+    stay invisible.
     """
     batch, total = valid.shape
-    static_valid = torch.zeros(batch, total + unwritten, dtype=torch.bool)
-    static_valid[:, :total] = valid
-    ours = {name: mask[:, 0, 0] for name, mask in build_decode_bool_masks(config, static_valid, total - 1).items()}
+    mine = ours(valid)
+    width = max([total, *(mask.shape[-1] for mask in mine.values())])
     theirs = hf_decode_visible_positions(config, valid, attn_implementation=attn_implementation)
-    padded = {
-        name: torch.cat((row, torch.zeros(batch, unwritten, dtype=torch.bool)), dim=1) for name, row in theirs.items()
-    }
-    ours = {name: mask[:, None, None] for name, mask in ours.items()}  # (B, 1, 1, K): one query row
+    padded = {name: torch.cat((row, row.new_zeros(batch, width - total)), dim=1) for name, row in theirs.items()}
+    static_valid = torch.cat((valid.bool(), valid.new_zeros(batch, width - total, dtype=torch.bool)), dim=1)
+    mine = {name: mask[:, None, None] for name, mask in mine.items()}  # (B, 1, 1, K): one query row
     padded = {name: mask[:, None, None] for name, mask in padded.items()}
-    return _mask_rows("masks decode", attn_implementation, ours, padded, static_valid)
+    return _mask_rows("masks decode", attn_implementation, mine, padded, static_valid)
 
 
 def chunk_mask_rows(

@@ -25,6 +25,7 @@ from ...ports.static import StaticRuntimePort
 from ...quant import QuantProfile, Scheme
 from ...runtime import PrefillOutputs, StaticGemma4Runtime
 from ...spec import read_text_config
+from ..checks.report import Row
 from ..checks.routing import RoutingLedger
 from ..numerics.gates import GATES, Gate, quant_gate
 from ..numerics.overflow import recorded_ranges
@@ -66,6 +67,8 @@ class Session:
     quant: QuantProfile | XnnpackQuantization | None = None  # this runtime's calibrated integer profile
     hf_sites: dict[str, Any] = field(default_factory=dict)  # HF's same-scheme sites (torchao) by site name
     schedules_budget: int = GRID_BUDGET  # port calls the schedules grid may spend
+    setup: PortSetup | None = None  # what the port under test was built for (its static length)
+    rows: list[Row] = field(default_factory=list)  # the rows of the groups run so far (the own-checks group reads them)
 
     @property
     def port_prompt(self) -> Prompt:
@@ -141,6 +144,13 @@ class Session:
         """``max_seq`` within the port's own ``limits.max_seq``."""
         cap = self.port.limits.max_seq
         return max_seq if cap is None else min(max_seq, cap)
+
+    def static_length(self, needed: int) -> int:
+        """A static length for a check that needs ``needed`` slots: at least what the port's image
+        profile spans where it needs an image (its layout holds the image's slot), within its cap."""
+        profile, limits = self.port.limits.image_profile, self.port.limits
+        floor = profile.prefix_length + 1 if profile is not None and limits.needs_image else 0
+        return self.capped(max(needed, floor))
 
     @contextlib.contextmanager
     def built(self, setup: PortSetup) -> Iterator[Gemma4Port]:
@@ -223,6 +233,7 @@ def _prepared(
     """The session of a built port: calibrated for an integer profile, both prefills run."""
     prompt, steps, _ = plan
     session = Session(model, dtype, steps, prompt, under_test, PortPrefill(torch.empty(0)), None, port, backend)
+    session.setup = plan[2]
     session.hf_model, session.scheme = model, scheme
     if scheme is not None and scheme.dynamic:
         session.hf_model = dynamic_hf(model, scheme)

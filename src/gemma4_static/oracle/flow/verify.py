@@ -15,17 +15,16 @@ from typing import Any
 import torch
 
 from ...executorch.backends import backend_named
-from ...export import stage_cases
 from ...ports.base import PortSetup
 from ...ports.registry import DEFAULT_PORT
 from ..checks import parity, tolerances
 from ..checks.report import Row, explained, merge, skip_row
 from ..checks.verdict import Verdict
-from ..numerics import overflow, parity_numerics
-from . import verify_inputs, verify_numerics
+from ..numerics import overflow
+from . import verify_host, verify_inputs, verify_numerics, verify_own
 from .port_calls import guarded
 from .session import LAYER_GROUP, Session, open_session
-from .verify_masks import chunk_mask_rows, decode_mask_rows, prefill_mask_rows, vision_mask_rows
+from .verify_masks import chunk_mask_rows, prefill_mask_rows, vision_mask_rows
 from .verify_quantization import quantization_rows
 from .verify_schedules import schedules_rows
 from .verify_steps import chunked_prefill_rows, decode_rows
@@ -33,13 +32,17 @@ from .verify_steps import chunked_prefill_rows, decode_rows
 
 def rope_rows(session: Session) -> Iterator[Row]:
     """The port's RoPE per layer type and dtype vs ``Gemma4TextRotaryEmbedding``, positions ``[0, 4100)``
-    (up to the port's ``max_seq``)."""
+    (up to the port's ``max_seq``), and its decode-step RoPE (:func:`.verify_host.decode_rope_rows`)."""
     length = session.capped(tolerances.ROPE_POSITIONS)
     positions = torch.arange(length)[None]
     with session.built(PortSetup(length)) as port:  # a static port's tables are max_seq long
         for dtype in tolerances.ROPE:
             rows = lambda dtype=dtype: parity.rope_rows(session.config, port.rope, positions, dtype)  # noqa: E731
             yield from guarded("RoPE", str(dtype).removeprefix("torch."), rows)
+        capacity = port.limits.capacity(length)
+        yield from guarded(
+            "RoPE decode", "per layer type", lambda: verify_host.decode_rope_rows(session, port, capacity)
+        )
 
 
 def layer_rows(session: Session) -> Iterator[Row]:
@@ -48,10 +51,22 @@ def layer_rows(session: Session) -> Iterator[Row]:
         yield from verify_numerics.layer_rows(session)
         return
     yield from guarded("decoder layers", "hidden states", lambda: hidden_state_rows(session))
-    yield from guarded("KV cache", "K/V of every producing layer", lambda: kv_rows(session))
+    yield from guarded("KV cache", "K/V of every producing layer", lambda: verify_host.kv_rows(session))
     valid = session.prompt.attention_mask.bool()
     hf_logits = session.theirs.logits[torch.arange(valid.shape[0]), session.prompt.last_index]
     yield from parity.logits_rows(session.ours.logits, hf_logits, session.dtype)
+    yield from guarded("prefill logits", "every valid position", lambda: [all_logits_row(session)])
+
+
+def all_logits_row(session: Session) -> Row:
+    """The logits at every valid position (what scoring and perplexity read) vs HF's."""
+    valid = session.prompt.attention_mask.bool()
+    ours = session.exposed(session.ours.all_logits, "the logits at every position")
+    if ours.shape[:2] != valid.shape:
+        return parity.compare("prefill logits", "every valid position", ours, session.theirs.logits, 0.0)
+    return parity.stage_row(
+        "prefill logits", "every valid position", ours[valid], session.theirs.logits[valid], session.dtype
+    )
 
 
 def hidden_state_rows(session: Session) -> Iterator[Row]:
@@ -63,35 +78,11 @@ def hidden_state_rows(session: Session) -> Iterator[Row]:
         yield merge(group, "decoder layers", f"layers {start}-{start + len(group) - 1} hidden states")
 
 
-def kv_rows(session: Session) -> Iterator[Row]:
-    kv = parity.kv_rows(session.runtime, session.model, session.prompt, session.dtype)
-    for kind in ("K", "V"):
-        chosen = [row for row in kv if row.check.endswith(kind)]
-        yield merge(chosen, "KV cache", f"{kind} of {len(chosen)} producing layers vs HF cache")
-
-
-def mask_value_rows(session: Session) -> Iterator[Row]:
-    """The runtime's additive mask value against the score range its layers can produce."""
-    yield from parity_numerics.mask_value_rows(session.runtime)
-
-
 def overflow_rows(session: Session) -> Iterator[Row]:
     """The largest activation of every stage and layer over the prefill and decode, with headroom
     (PyTorch backend: the ExecuTorch programs' activations are not observable, see :mod:`..numerics.overflow`)."""
     if backend_named(session.backend).eager:
         yield from overflow.overflow_rows(session.ranges, session.dtype)
-
-
-def export_rows(session: Session) -> Iterator[Row]:
-    """Each stage exported with torch.export (one representative layer per type and K/V role, in
-    prefill, chunk and decode mode) replays its eager output."""
-    cases = stage_cases(
-        session.runtime,
-        pixel_values=session.prompt.pixel_values,
-        image_position_ids=session.prompt.image_position_ids,
-        representative=True,
-    )
-    yield merge(parity.export_rows(cases), "export round-trip", f"{len(cases)} stages, exported vs eager")
 
 
 def routing_rows(session: Session) -> Iterator[Row]:
@@ -114,18 +105,19 @@ CHECKS: dict[str, tuple[Callable[[Session], Iterator[Row]], bool]] = {
     "quantization": (quantization_rows, False),
     "inputs": (verify_inputs.input_rows, False),
     "prefill-masks": (prefill_mask_rows, False),
-    "decode-masks": (decode_mask_rows, True),
+    "decode-masks": (verify_host.decode_mask_rows, False),
     "chunk-masks": (chunk_mask_rows, True),
     "vision-masks": (vision_mask_rows, False),
     "rope": (rope_rows, False),
-    "mask-value": (mask_value_rows, True),
+    "mask-value": (verify_host.mask_value_rows, False),
     "layers": (layer_rows, False),
     "chunked-prefill": (chunked_prefill_rows, False),
     "decode": (decode_rows, False),
     "schedules": (schedules_rows, False),
     "routing": (routing_rows, False),
     "overflow": (overflow_rows, True),
-    "export": (export_rows, True),
+    "export": (verify_host.export_rows, False),
+    "own-checks": (verify_own.own_check_rows, False),
 }
 
 INTEGER_ONLY = ("quantization",)  # groups with rows only in an integer profile (--quant)
@@ -218,4 +210,6 @@ def run_group(session: Session, name: str) -> list[Row]:
     else:
         with session.routing_active():
             rows = guarded(name, "the rest of this group", lambda: stage(session))
-    return [replace(explained(row, session.port.explain), group=name) for row in rows]
+    rows = [replace(explained(row, session.port.explain), group=name) for row in rows]
+    session.rows.extend(rows)
+    return rows

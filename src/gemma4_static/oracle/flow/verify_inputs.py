@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from ..checks import parity, parity_vision
 from ..checks.report import Row, merge, skip_row
-from . import verify_numerics
+from . import verify_host, verify_numerics
 from .port_calls import guarded
 from .session import Session
 
@@ -18,12 +18,8 @@ def input_rows(session: Session) -> Iterator[Row]:
         yield from verify_numerics.input_rows(session)
         return
     prompt, model, dtype = session.prompt, session.model, session.dtype
-    ids = parity.llm_input_ids(prompt, model)
-    yield from guarded(
-        "static inputs",
-        "ids, valid mask, lengths, image slot",
-        lambda: [parity.static_input_row(prompt, session.runtime_outputs, session.runtime.spec)],
-    )
+    ids = parity.llm_input_ids(prompt, model.config)
+    yield from verify_host.static_input_rows(session)
     yield from guarded(
         "token embedding", "vs get_input_embeddings", lambda: [parity.embedding_row(model, session.port, ids)]
     )

@@ -1,4 +1,5 @@
-"""The mask check groups of :mod:`.verify`: prefill, decode, chunk and vision masks against HF's,
+"""The mask check groups of :mod:`.verify`: prefill, chunk and vision masks against HF's (decode masks:
+:mod:`.verify_host`),
 over padding layouts and both attention implementations, merged per layer type."""
 
 from __future__ import annotations
@@ -40,22 +41,6 @@ def prefill_mask_rows(session: Session) -> Iterator[Row]:
             ]
             suffix = f"({len(cases)} layouts)"
             yield from merge_by(rows, lambda row, suffix=suffix: f"{row.check} {suffix}")
-
-
-def decode_mask_rows(session: Session) -> Iterator[Row]:
-    """This runtime's decode masks vs HF with a DynamicCache, as visible absolute positions around
-    the window edges (its own cache layout: other ports attend over their own caches)."""
-    window = session.window
-    positions = sorted({1, window - 1, window, window + 1, 2 * window + 3})
-    for attn_implementation in ATTN_IMPLEMENTATIONS:
-        rows = [
-            row
-            for position in positions
-            for row in parity_masks.decode_mask_rows(
-                session.config, valid_mask("left", 3, position + 1), attn_implementation
-            )
-        ]
-        yield from merge_by(rows, lambda row: f"{row.check} (positions {positions})")
 
 
 def chunk_mask_rows(session: Session) -> Iterator[Row]:

@@ -12,7 +12,6 @@ from typing import Any
 import torch
 
 from ...ports.base import NotExposed
-from ...ports.static import StaticRuntimePort
 from ..checks import parity
 from ..checks.report import Row, merge_by, skip_row
 from ..numerics import parity_numerics
@@ -26,6 +25,7 @@ from ..references.hf import (
     paired_kv,
 )
 from ..references.samples import Prompt
+from . import verify_host
 from .port_calls import guarded
 from .session import LAYER_GROUP, Session
 
@@ -34,12 +34,8 @@ def input_rows(session: Session) -> Iterator[Row]:
     """Static inputs and token embedding exactly as HF's same-dtype ones; the embedding, PLE and the
     soft tokens against float64 (each a SKIP row where the port does not expose it)."""
     prompt = session.prompt
-    yield from guarded(
-        "static inputs",
-        "ids, valid mask, lengths, image slot",
-        lambda: [parity.static_input_row(prompt, session.runtime_outputs, session.runtime.spec)],
-    )
-    ids = parity.llm_input_ids(prompt, session.model)
+    yield from verify_host.static_input_rows(session)
+    ids = parity.llm_input_ids(prompt, session.config)
     yield from guarded("token embedding", "vs float64", lambda: _embedding_rows(session, ids))
     if session.has_per_layer_inputs:
         yield from guarded("PLE", "vs float64", lambda: _ple_rows(session, ids))
@@ -124,14 +120,11 @@ def _kv_rows(session: Session, stage: str, port: Any, prompt: Prompt, prefix: st
     a SKIP row for another port's)."""
     gate = session.gate
     try:
-        if not isinstance(port, StaticRuntimePort):
-            raise NotExposed(f"{port.name} does not expose its KV cache (checked through the logits)")
-        cache = parity.observable_cache(port.runtime)
+        kv_ref = paired_kv(port.cache_kv, session.reference_model, prompt)
     except NotExposed as reason:
         yield skip_row(stage, f"{prefix}K/V of every producing layer", str(reason))
         return
-    kv_ref = paired_kv(cache, session.reference_model, prompt)
-    kv_hf = paired_kv(cache, session.hf_model, prompt)
+    kv_hf = paired_kv(port.cache_kv, session.hf_model, prompt)
     for kind in ("K", "V"):
         rows = [
             row

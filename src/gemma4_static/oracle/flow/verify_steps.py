@@ -3,16 +3,18 @@ generation against HF (low precision: against float64, :mod:`.verify_numerics`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 
 from ...ports.base import PortSetup
 from ..checks import parity, tolerances
 from ..checks.report import Row, merge, merge_by, skip_row
-from ..references.hf import hf_prefill
-from ..references.samples import text_prompt
-from . import verify_numerics
+from ..references.hf import hf_decode_logits, hf_prefill
+from ..references.samples import SPECIAL_ID_FIELDS, text_prompt
+from . import verify_host, verify_numerics
 from .port_calls import guarded, port_prefill
 from .sample_plan import SEEDS
 from .session import Session
@@ -46,7 +48,51 @@ def decode_rows(session: Session) -> Iterator[Row]:
         else:
             yield from merge_by(decoded, lambda row: f"{batch} rows x {steps} steps, {row.metric}")
         yield from generated
+        yield from guarded("decode steps", "special ids", lambda: special_id_rows(session))
+        check = f"after {steps} decode steps"
+        yield from guarded("KV cache", check, lambda: verify_host.kv_rows(session, tokens))
     yield from guarded("conversation", "prefill again", lambda: [new_conversation_row(session)])
+
+
+def special_ids(config: Any) -> dict[str, int]:
+    """Every special id of the model's config by field name: the image, video and audio placeholders,
+    ``boi``/``eoi``, ``boa``/``eoa``, BOS, EOS (its first) and pad, where the vocabulary holds them."""
+    text = config.get_text_config()
+    eos = text.eos_token_id[0] if isinstance(text.eos_token_id, list) else text.eos_token_id
+    found = {field: getattr(config, field, None) for field in SPECIAL_ID_FIELDS}
+    found |= {"bos_token_id": text.bos_token_id, "eos_token_id": eos, "pad_token_id": text.pad_token_id}
+    return {name: value for name, value in found.items() if value is not None and 0 <= value < text.vocab_size}
+
+
+def special_id_rows(session: Session) -> list[Row]:
+    """Every special id fed on purpose: inside a prompt (the sample prompt's first row, then each
+    special id HF takes in a prompt: all but an image placeholder beside real images, whose count
+    must match them) and then each special id as a decode input, against HF (which maps every
+    placeholder to the pad id on every forward, decode included)."""
+    specials = special_ids(session.config)
+    row = session.prompt.row(0)
+    inside = [v for name, v in specials.items() if not (name == "image_token_id" and row.pixel_values is not None)]
+    ids = torch.cat((row.input_ids, torch.tensor([inside])), dim=1)
+    prompt = dataclasses.replace(row, input_ids=ids, attention_mask=torch.ones_like(ids))
+    fed = torch.tensor([list(specials.values())])
+    setup = PortSetup(session.static_length(ids.shape[1] + fed.shape[1] + 2), 1, prompt.image_slots)
+    with session.built(setup) as port:
+        first = port_prefill(port, prompt.padded(port.limits.padding_side))
+        if isinstance(first, Exception):
+            raise first
+        ours = parity.port_decode(port, fed)[0]
+    theirs = hf_decode_logits(session.model, prompt, fed)[0]
+    names = list(specials)
+    listed = ", ".join(name.removesuffix("_token_id") for name, value in specials.items() if value in inside)
+    check = f"{len(inside)} special ids at a prompt's end ({listed})"
+    prefill = parity.stage_row(
+        "prefill logits", check, first.logits[0], hf_prefill(session.model, prompt).logits[0, -1], session.dtype
+    )
+    decoded = parity.stage_row("decode steps", "each special id fed as a decode input", ours, theirs, session.dtype)
+    if decoded.failed and ours.shape == theirs.shape:  # name the first special id beyond tolerance
+        step = int(((ours - theirs).abs().amax(dim=-1) > decoded.tolerance).float().argmax())
+        decoded = dataclasses.replace(decoded, check=f"{decoded.check} [first: {names[step]} = {int(fed[0, step])}]")
+    return [prefill, decoded]
 
 
 def new_conversation_row(session: Session) -> Row:

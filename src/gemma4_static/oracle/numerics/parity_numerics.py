@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from ...spec import read_text_config, text_module
 from ..checks import tolerances
 from ..checks.report import Row
 from .gates import MASKED_WEIGHT_BOUND, Gate
@@ -120,7 +121,11 @@ def greedy_rows(
     is reported. HF's same-dtype figures beside ours when ``hf`` is given."""
     mine = compare_greedy(ours, reference, reference_logits, bound)
     theirs = None if hf is None else compare_greedy(hf, reference, reference_logits, bound)
-    first = "".join(f" [first: row {row} step {step}, gap {gap:.3g}]" for row, step, gap in mine.decided[:1])
+    first = "".join(
+        f" [first: row {row} step {step}, gap {gap:.3g}: token {int(ours[row, step])} where the reference's is "
+        f"{int(reference[row, step])}, after {int(ours[row, step - 1]) if step else 'the prompt'}]"
+        for row, step, gap in mine.decided[:1]
+    )
     tied = ", ".join(f"row {row} step {step} ({gap:.3g})" for row, step, gap in mine.tied) or "no step"
     return [
         Row(
@@ -144,32 +149,32 @@ def greedy_rows(
     ]
 
 
-def score_bound(layers: Any, sources: tuple[int, ...]) -> float:
-    """The largest ``|q . k|`` any layer can produce: q and k are RMS-normed (RMS 1, so ``|x| = sqrt(D)``)
-    then scaled by the norm weights, and RoPE is a rotation, so ``|q . k| <= D max|w_q| max|w_k|``
-    (``w_k`` of the layer that produced the K/V); attention runs with ``scaling = 1``."""
+def hf_score_bound(model: Any) -> float:
+    """The largest ``|q . k|`` any layer of ``model`` (HF's) can produce: q and k are RMS-normed (RMS
+    1, so ``|x| = sqrt(D)``) then scaled by the norm weights, and RoPE is a rotation, so ``|q . k| <= D
+    max|w_q| max|w_k|`` (``w_k`` of the layer that produced the K/V); attention runs with ``scaling = 1``."""
+    layers = text_module(model).layers
+    sources = read_text_config(model.config).kv_sources
     bound = 0.0
     for layer, source in zip(layers, sources, strict=True):
-        k_norm = layers[source].k_norm
-        w_k = float(k_norm.abs().max()) if k_norm is not None else 1.0
-        bound = max(bound, layer.head_dim * float(layer.q_norm.abs().max()) * w_k)
+        attention, producer = layer.self_attn, layers[source].self_attn
+        k_norm = getattr(producer, "k_norm", None)
+        w_k = float(k_norm.weight.abs().max()) if k_norm is not None and k_norm.with_scale else 1.0
+        bound = max(bound, attention.head_dim * float(attention.q_norm.weight.abs().max()) * w_k)
     return bound
 
 
-def mask_value_rows(runtime: Any) -> list[Row]:
-    """Whether the runtime's additive mask value is safe for every score its layers can produce
-    (:func:`score_bound` ``B``, over ``K`` keys at most ``max_seq``):
+def mask_value_check(fill: float, dtype: torch.dtype, keys: int, bound: float) -> list[Row]:
+    """Whether an additive mask value ``fill`` is safe in ``dtype`` for every score a model can
+    produce (``bound``, :func:`hf_score_bound`) over ``keys`` keys at most:
 
     - the masked weight: a masked key's softmax weight is at most ``exp(m + 2B)`` relative to any
       allowed key, so all masked keys of a row together weigh at most ``K exp(m + 2B)``, which must
       stay below :data:`~gemma4_static.oracle.numerics.gates.MASKED_WEIGHT_BOUND`;
-    - finite arithmetic: ``m - B`` computed in the runtime's dtype must stay finite (an adder that
-      overflows to ``-inf`` turns a fully masked row, e.g. a padded query, into NaN, which then
-      reaches real rows through ``0 x NaN``).
+    - finite arithmetic: ``m - B`` computed in ``dtype`` must stay finite (an adder that overflows to
+      ``-inf`` turns a fully masked row, e.g. a padded query, into NaN, which then reaches real rows
+      through ``0 x NaN``).
     """
-    dtype, fill = runtime.spec.dtype, runtime.stack.fill  # the value the masks are built with
-    bound = score_bound(runtime.modules.layers, runtime.cache.sources)
-    keys = runtime.layout.max_seq
     exponent = fill + 2 * bound
     weight = keys * math.exp(exponent) if exponent < 700 else math.inf
     lowest = torch.tensor(fill, dtype=dtype) - torch.tensor(bound, dtype=dtype)

@@ -13,7 +13,7 @@ from ...ports.images import ImageProfile
 from ...ports.prompt import Prompt
 
 BOS_TOKEN_ID = 2
-_SPECIAL_ID_FIELDS = (
+SPECIAL_ID_FIELDS = (
     "image_token_id",
     "boi_token_id",
     "eoi_token_id",
@@ -27,7 +27,7 @@ _SPECIAL_ID_FIELDS = (
 def _text_ids(config, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
     vocab_size = config.get_text_config().vocab_size
     ids = torch.randint(3, vocab_size, shape, generator=generator)
-    for field in _SPECIAL_ID_FIELDS:
+    for field in SPECIAL_ID_FIELDS:
         special = getattr(config, field, None)
         if special is not None:
             ids[ids == special] = 3
