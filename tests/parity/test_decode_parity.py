@@ -128,7 +128,7 @@ def test_chunked_prefill_with_an_image_mid_chunk_matches_hf(tiny_model, report):
     logits = chunked.prefill(*args)
     theirs = hf_prefill(tiny_model, prompt).logits[torch.arange(2), prompt.last_index]
     rows = parity.logits_rows(logits, theirs, torch.float32)
-    rows += parity.kv_rows(chunked, tiny_model, prompt, torch.float32)
+    rows += parity.kv_rows(StaticRuntimePort.around(chunked, tiny_model.config), tiny_model, prompt, torch.float32)
     report(f"chunked prefill, image mid-chunk: logits vs HF {rows[0].value:.3g}")
     assert_rows_pass(rows)
     _assert_within("chunked logits (image)", logits, single.prefill(*args), report)

@@ -67,7 +67,11 @@ def test_hf_text_tester_matches_hf_at_the_testers_shapes(tester_model, report):
     )
     hf = hf_prefill(tester_model, prompt)
     _check(parity.hidden_state_rows(tester_model, outputs.hidden_states, hf, valid, FP32), report, "hidden states")
-    _check(parity.kv_rows(runtime, tester_model, prompt, FP32), report, "K/V")
+    _check(
+        parity.kv_rows(StaticRuntimePort.around(runtime, tester_model.config), tester_model, prompt, FP32),
+        report,
+        "K/V",
+    )
     theirs = hf.logits[torch.arange(len(TESTER_LENGTHS)), prompt.last_index]
     _check(parity.logits_rows(outputs.logits, theirs, FP32), report, "prefill logits")
     tokens = torch.randint(3, 99, (len(TESTER_LENGTHS), 4), generator=torch.Generator().manual_seed(1))

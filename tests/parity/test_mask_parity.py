@@ -16,7 +16,7 @@ from gemma4_static.oracle.checks.report import assert_rows_pass
 from gemma4_static.oracle.faults.catalogue import faults_named
 from gemma4_static.oracle.references.hf import ATTN_IMPLEMENTATIONS
 from gemma4_static.oracle.references.layouts import LENGTHS, PADDINGS, sequence_length, valid_mask
-from gemma4_static.ports.static import prefill_masks_of
+from gemma4_static.ports.static import decode_masks_of, prefill_masks_of
 
 implementations = pytest.mark.parametrize("attn_implementation", ATTN_IMPLEMENTATIONS)
 
@@ -74,7 +74,8 @@ def test_decode_masks_match_hf_visible_positions(gemma4_model, padding, attn_imp
     config = gemma4_model.config
     window = read_text_config(config).sliding_window
     for position in _decode_positions(window):
-        rows = parity_masks.decode_mask_rows(config, valid_mask(padding, 3, position + 1), attn_implementation)
+        valid = valid_mask(padding, 3, position + 1)
+        rows = parity_masks.decode_mask_rows(config, valid, attn_implementation, decode_masks_of(config, unwritten=4))
         assert_rows_pass(rows, context=f"decode at position {position}")
 
 

@@ -71,9 +71,10 @@ def image_case(tiny_model):
     )
 
 
-def test_static_inputs_match_what_hf_sees(image_case):
-    prompt, runtime, outputs, _ = image_case
-    assert_rows_pass([parity.static_input_row(prompt, outputs, runtime.spec)])
+def test_static_inputs_match_what_hf_sees(image_case, tiny_model):
+    prompt, _, outputs, _ = image_case
+    inputs = outputs.inputs
+    assert_rows_pass([parity.static_input_row(prompt, inputs.input_ids, inputs.valid, tiny_model.config)])
 
 
 def test_token_embedding_is_exact(gemma4_model):
@@ -105,7 +106,7 @@ def _compare_prefill(model, runtime, outputs, hf, prompt, report, label: str) ->
     K/V, and the last-token logits with their argmax."""
     valid = prompt.attention_mask.bool()
     _check(parity.hidden_state_rows(model, outputs.hidden_states, hf, valid, FP32), report, f"hidden states{label}")
-    kv = parity.kv_rows(runtime, model, prompt, FP32)
+    kv = parity.kv_rows(StaticRuntimePort.around(runtime, model.config), model, prompt, FP32)
     _check(kv, report, f"K/V of {len(kv) // 2} producing layers vs HF cache{label}")
     theirs = hf.logits[torch.arange(valid.shape[0]), prompt.last_index]
     _check(parity.logits_rows(outputs.logits, theirs, FP32), report, f"last-token logits{label}")

@@ -73,7 +73,9 @@ def test_chunked_ring_prefill_matches_single_shot_and_hf(tiny_model, chunk, repo
         )
     )
     rows += parity.cache_rows("chunked prefill", chunked.cache, single.cache)  # the same ring, slot by slot
-    rows += parity.kv_rows(chunked, tiny_model, prompt, FP32)  # every row's K/V vs HF's cache of that row
+    rows += parity.kv_rows(
+        StaticRuntimePort.around(chunked, tiny_model.config), tiny_model, prompt, FP32
+    )  # every row's K/V vs HF's cache of that row
     report(f"ring chunk {chunk}: logits vs HF {rows[0].value:.3g}")
     assert_rows_pass(rows)
     # then decode on: the chunked ring keeps working

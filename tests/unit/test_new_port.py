@@ -37,7 +37,7 @@ def test_the_skeleton_compares_nothing_until_a_stage_is_filled_in(tmp_path, monk
     assert cli.main(["verify", "--port", "one_stage:OneStage", "--no-export"]) == 5
     out = capsys.readouterr().out
     assert "PASS  token embedding   vs get_input_embeddings" in out
-    assert "coverage: (0 of 10 layers): token embedding; 1 of 12 check groups" in out
+    assert "coverage: (0 of 10 layers): token embedding; 1 of 13 check groups" in out
     assert "verdict: nothing failed, but prefill logits and decode steps not compared (exit 5)" in out
 
 
@@ -46,7 +46,7 @@ def test_the_written_test_file_runs_every_check_group(tmp_path):
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "test_file_npu.py"]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    assert "14 skipped" in result.stdout.strip().splitlines()[-1]
+    assert "15 skipped" in result.stdout.strip().splitlines()[-1]
 
 
 def test_bad_names_and_existing_files_are_refused(tmp_path, capsys):

@@ -35,7 +35,7 @@ NOT_CALLABLE = 3
 
 def test_built_in_names_find_their_factories():
     assert port_factory("gemma4-static") is StaticRuntimePort
-    assert set(BUILT_IN) == {"gemma4-static", "executorch-gemma4", "qnn-gemma4"}
+    assert set(BUILT_IN) == {"gemma4-static", "executorch-gemma4", "qnn-gemma4", "tico-gemma4"}
 
 
 def test_a_factory_in_a_file_or_a_module_is_found(tmp_path, monkeypatch):

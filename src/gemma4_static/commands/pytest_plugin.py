@@ -22,8 +22,9 @@ import pytest
 
 from .pytest_items import COMPARED, OPTIONS, FuzzShard, PortCheck, close_sessions
 
-MODELS = ("tiny", "e2b-vision", "e2b-geometry")
+MODELS = ("tiny", "e2b-vision", "e2b-geometry", "e2b-multimodal")
 DEFAULT_MODELS = ("tiny", "e2b-geometry")
+PROFILE_MODELS = ("e2b-multimodal",)  # the default of a port that needs an image in a fixed E2B profile
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -48,7 +49,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--gemma4-model",
         action="append",
         choices=MODELS,
-        help="embedded model to check the port on (repeatable; default: tiny and e2b-geometry)",
+        help="embedded model to check the port on (repeatable; default: tiny and e2b-geometry, or e2b-multimodal for "
+        "a port that needs an image in a fixed profile)",
     )
     group.addoption("--gemma4-dtype", choices=DTYPES, default="float32", help="the profile (default float32)")
     group.addoption(
@@ -85,7 +87,7 @@ def pytest_collection(session: pytest.Session) -> bool | None:
         return None
     from ..oracle.flow.verify import CHECKS, INTEGER_ONLY
 
-    models = config.getoption("--gemma4-model") or list(DEFAULT_MODELS)
+    models = _models(config)
     dtype, quant = config.getoption("--gemma4-dtype"), config.getoption("--gemma4-quant")
     profile = quant or dtype
     items: list[pytest.Item] = [
@@ -147,11 +149,24 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
 
 
+def _models(config: pytest.Config) -> list[str]:
+    """The embedded models of the session: ``--gemma4-model``, else the defaults for the port's
+    declared limits (a port that needs an image in a fixed profile: the E2B-multimodal model)."""
+    chosen = config.getoption("--gemma4-model")
+    if chosen:
+        return chosen
+    from ..ports.registry import declared_limits, port_factory
+
+    limits = declared_limits(port_factory(config.getoption("--gemma4-port")))
+    profiled = limits is not None and limits.needs_image and bool(limits.image_profiles)
+    return list(PROFILE_MODELS if profiled else DEFAULT_MODELS)
+
+
 def _lacking(config: pytest.Config) -> dict[str, list[str]]:
     """Per model of the session, the stages of the minimum nothing compared."""
     from ..oracle.checks.verdict import MINIMUM
 
-    models = config.getoption("--gemma4-model") or list(DEFAULT_MODELS)
+    models = _models(config)
     lacking = {model: [stage for stage in MINIMUM if stage not in _compared.get(model, set())] for model in models}
     return {model: missing for model, missing in lacking.items() if missing}
 

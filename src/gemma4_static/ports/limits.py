@@ -103,6 +103,13 @@ class PortLimits:
         return self.max_batch == 1 or self.padding_side is None
 
     @property
+    def shortest_static_length(self) -> int:
+        """The shortest ``max_seq`` a setup of this port may have: one past its image profile's span
+        where it needs an image in every prompt (its layout holds the image's slot), else 1."""
+        profile = self.image_profile
+        return profile.prefix_length + 1 if profile is not None and self.needs_image else 1
+
+    @property
     def image_profile(self) -> ImageProfile | None:
         """The profile the suite builds image prompts in (the first declared), ``None`` for any."""
         return self.image_profiles[0] if self.image_profiles else None

@@ -23,6 +23,19 @@ def prefill_masks_of(config: Any) -> Any:
     return lambda valid, types=None: build_prefill_bool_masks(config, valid, mm_token_type_ids=types)
 
 
+def decode_masks_of(config: Any, slots: int | None = None, *, unwritten: int = 0) -> Any:
+    """This project's decode mask builder for ``config`` over a static cache of ``slots`` slots (or the
+    conversation's length plus ``unwritten``): ``(valid (B, P + 1)) -> {layer_type: (B, K) bool}``."""
+
+    def masks(attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        batch, total = attention_mask.shape
+        valid = torch.zeros(batch, slots or total + unwritten, dtype=torch.bool)
+        valid[:, :total] = attention_mask.bool()
+        return {name: mask[:, 0, 0] for name, mask in build_decode_bool_masks(config, valid, total - 1).items()}
+
+    return masks
+
+
 def rope_of(config: Any) -> Any:
     """This project's RoPE tables for ``config``: ``(position_ids, dtype) -> {layer_type: (cos, sin)}``."""
     return lambda position_ids, dtype: build_rope(config, position_ids, dtype=dtype)
@@ -135,11 +148,7 @@ class StaticRuntimePort(Gemma4Port):
     def decode_masks(self, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
         """Its decode masks over its ``max_seq`` slots (slot ``p`` holds position ``p`` in the mask
         table; the ring layout maps slots through the same positions), the new token at ``P``."""
-        batch, total = attention_mask.shape
-        valid = torch.zeros(batch, self.runtime.layout.max_seq, dtype=torch.bool)
-        valid[:, :total] = attention_mask.bool()
-        masks = build_decode_bool_masks(self.config, valid, total - 1)
-        return {name: mask[:, 0, 0] for name, mask in masks.items()}
+        return decode_masks_of(self.config, self.runtime.layout.max_seq)(attention_mask)
 
     def decode_rope(self, position: int, dtype: torch.dtype) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         return self.runtime.stack.rope.lookup(torch.tensor([[position]]), dtype)

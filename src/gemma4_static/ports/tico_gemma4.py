@@ -12,138 +12,34 @@ tokens); batch 1, right padding; exactly one image per prompt at the profile's s
 length counts the decode's current slot (``max_seq - 1`` tokens held), and its ``generate_greedy``
 decodes the last token it generates too.
 
-Prompts reach ``build_static_inputs`` through :class:`PromptProcessor`, a stand-in for HF's processor
-that returns the suite's already-tokenized prompt as HF's processor returns one (no tokenizer can be
-downloaded here): TICO's own host code then pads, maps placeholders and validates its profile. Its
-host-side stages are mapped back to HF's conventions at the edge: its pre-negated sine tables (first
-half negated) to rotate-half ones, its decode masks (past storage, then the current token in the last
+Prompts reach ``build_static_inputs`` through a processor stand-in (:mod:`.tico_inputs`: the suite's
+tokenized prompt as HF's processor returns it), so TICO's own host code pads, maps placeholders and
+validates its profile. Host-side stages are mapped to HF's conventions at the edge: its pre-negated
+sine tables to rotate-half ones, its decode masks (past storage, then the current token in the last
 slot) to absolute positions."""
 
 from __future__ import annotations
 
 import contextlib
 import io
-import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from importlib import metadata
-from types import SimpleNamespace
 from typing import Any
 
 import torch
 
 from ..export import StageCase
 from .base import Gemma4Port, NotExposed, OwnCheck, PortLimits, PortPrefill, PortSetup
-from .images import ImageProfile
 from .prompt import Prompt
+from .tico_flow import own_flow
+from .tico_graphs import GraphRecorder
+from .tico_inputs import PromptProcessor, hf_sine, refusal, tico_profiles
 
-RUNTIME = "tico.quantization.recipes.debug.static_gemma4_runtime"
-PROFILES = "tico.quantization.wrapq.wrappers.gemma4.static_vision_profile"
-# TICO's own flow, in run_static_gemma4_runtime's order, with the suite's stages that judge the same
-OWN_STEPS = (
-    ("build_static_inputs", ("static inputs",)),
-    ("token_embedding", ("token embedding",)),
-    ("vision_prefill", ("vision prefill",)),
-    ("mm_fusion", ("decoder layers",)),
-    ("masks_and_rope", ("masks prefill", "RoPE")),
-    ("prefill", ("prefill logits",)),
-    ("decode", ("decode steps",)),
-    ("generation", ("generation",)),
-)
-OWN_DECODE_STEPS, OWN_GENERATED = 4, 16  # StaticGemma4RuntimeConfig's verify_steps and gen_steps
 # the stages an image's soft tokens reach (every one after fusion, on an image prompt)
 AFTER_FUSION = ("decoder layers", "KV cache", "prefill logits", "decode steps", "schedules", "fuzz")
 # float32 error its folded patch projection costs, relative to the float32 tolerance: measured 1.51x
-# (every-position prefill logits) and 1.31x (decode steps) on the e2b-multimodal model; beyond twice
-# the tolerance a row is something else
+# (every-position logits) and 1.31x (decode steps) on e2b-multimodal; beyond 2x a row is something else
 FOLD_SLACK = 2.0
-
-
-def tico_profiles() -> tuple[ImageProfile, ...]:
-    """TICO's registered static vision profiles as the suite's :class:`ImageProfile` (its default first)."""
-    from tico.quantization.wrapq.wrappers.gemma4 import static_vision_profile as profiles
-
-    names = [profiles.DEFAULT_GEMMA4_STATIC_VISION_PROFILE]
-    names += sorted(set(profiles._PROFILE_REGISTRY) - set(names))
-    return tuple(_image_profile(profiles.get_gemma4_static_vision_profile(name)) for name in names)
-
-
-def _image_profile(profile: Any) -> ImageProfile:
-    return ImageProfile(
-        name=profile.name,
-        image_size=(profile.image_height, profile.image_width),
-        budget=profile.max_soft_tokens,
-        soft_tokens=profile.num_visual_tokens,
-        slots=(profile.visual_start_idx,),
-        bos=profile.tokenizer_add_bos_token,
-    )
-
-
-def refusal(model: Any) -> str | None:
-    """Why TICO's runtime cannot take ``model`` (as its own checks say), or ``None``."""
-    if getattr(model.config, "vision_config", None) is None or not hasattr(model, "get_image_features"):
-        return (
-            f"TICO's StaticGemma4Runtime takes a Gemma4ForConditionalGeneration with a vision tower and one image "
-            f"per prompt (it has no text-only path); got {type(model).__name__}"
-        )
-    if model.config.get_text_config().enable_moe_block:
-        return "TICO's StaticGemma4Runtime supports dense decoder layers only (assert_gemma4_e2b_no_moe)"
-    from tico.quantization.wrapq.wrappers.gemma4 import static_vision_profile as profiles
-
-    profile = profiles.get_gemma4_static_vision_profile(profiles.DEFAULT_GEMMA4_STATIC_VISION_PROFILE)
-    try:
-        profile.validate(vision_config=model.config.vision_config)
-    except ValueError as error:
-        return f"no TICO static vision profile fits the model's vision tower: {error}"
-    return None
-
-
-@dataclass
-class PromptProcessor:
-    """HF's Gemma 4 processor as TICO's runtime and flow call it, for prompts the suite has already
-    tokenized: ``processor(text=KEY, images=...)`` returns the registered prompt's tensors as HF's
-    processor returns them (unpadded, batch 1); its ``tokenizer`` and ``image_processor`` carry the
-    fields TICO validates against its profile."""
-
-    profile: Any
-    pad_token_id: int
-    prompts: dict[str, Prompt] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.tokenizer = SimpleNamespace(
-            add_bos_token=self.profile.tokenizer_add_bos_token, pad_token_id=self.pad_token_id
-        )
-        self.image_processor = SimpleNamespace(
-            patch_size=self.profile.patch_size,
-            pooling_kernel_size=self.profile.pooling_kernel_size,
-            max_soft_tokens=self.profile.max_soft_tokens,
-        )
-
-    def key(self, prompt: Prompt) -> str:
-        """The text that stands for ``prompt`` (registered for later calls)."""
-        text = f"prompt {len(self.prompts)}"
-        self.prompts[text] = prompt
-        return text
-
-    def __call__(self, text: str, images: Any = None, return_tensors: str = "pt", padding: bool = False) -> dict:
-        prompt = self.prompts[text]
-        soft = int((prompt.mm_token_type_ids == 1).sum())
-        return {
-            "input_ids": prompt.input_ids,
-            "attention_mask": prompt.attention_mask,
-            "pixel_values": prompt.pixel_values,
-            "image_position_ids": prompt.image_position_ids,
-            "num_soft_tokens_per_image": torch.tensor([soft]),
-        }
-
-    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
-        return " ".join(map(str, ids))
-
-
-def hf_sine(sin: torch.Tensor) -> torch.Tensor:
-    """A pre-negated sine table (first half of the last axis negated) in HF's rotate-half layout."""
-    first, second = sin.chunk(2, dim=-1)
-    return torch.cat((-first, second), dim=-1)
 
 
 class TicoGemma4Port(Gemma4Port):
@@ -181,7 +77,7 @@ class TicoGemma4Port(Gemma4Port):
             num_visual_tokens=profile.num_visual_tokens,
         )
         self.runtime = StaticGemma4Runtime(model, self.processor, layout=layout, vision_profile=profile)
-        self.captured: dict[str, tuple[tuple, dict]] = {}  # the inputs of each graph's latest call
+        self.graphs = GraphRecorder(self.runtime, model.config.get_text_config())
         self.printed: list[str] = []  # what TICO printed while the port drove it
         self.bidirectional = model.config.get_text_config().use_bidirectional_attention == "vision"
 
@@ -243,7 +139,7 @@ class TicoGemma4Port(Gemma4Port):
         runtime = self.runtime
         runtime._get_or_create_vision_prefill(batch["image_position_ids"])  # built by its first prefill anyway
         runtime.reset_cache()
-        with self._captured() as seen, self._quiet():
+        with self.graphs.recording() as seen, self._quiet():
             logits = runtime.prefill(batch)
         if not keep_intermediates:
             return PortPrefill(logits)
@@ -261,7 +157,7 @@ class TicoGemma4Port(Gemma4Port):
 
     @torch.no_grad()
     def decode(self, next_ids: torch.Tensor) -> torch.Tensor:
-        with self._captured(), self._quiet():
+        with self.graphs.recording(), self._quiet():
             return self.runtime.decode_one(next_ids)
 
     @torch.no_grad()
@@ -276,43 +172,6 @@ class TicoGemma4Port(Gemma4Port):
             )
         new = out[:, prompt.input_ids.shape[1] :]
         return torch.cat((new, new.new_full((1, max_new_tokens - new.shape[1]), self.pad_token_id)), dim=1)
-
-    # -- its graphs' inputs, captured as the runtime calls them
-    def _graphs(self) -> dict[str, torch.nn.Module]:
-        runtime = self.runtime
-        graphs = {
-            "token_embedding": runtime.token_embedding,
-            "mm_fusion": runtime.mm_fusion,
-            "lm_head": runtime.lm_head,
-        }
-        if runtime.ple_projection is not None:
-            graphs["ple_projection"] = runtime.ple_projection
-        if runtime.vision_prefill is not None:
-            graphs["vision_prefill"] = runtime.vision_prefill
-        graphs.update({f"prefill layer {index}": layer for index, layer in enumerate(runtime.prefill_layers)})
-        graphs.update({f"decode layer {index}": layer for index, layer in enumerate(runtime.decode_layers)})
-        return graphs
-
-    @contextlib.contextmanager
-    def _captured(self) -> Iterator[dict[str, Any]]:
-        """Each graph's inputs (kept in ``captured``) and outputs (yielded) while the block runs."""
-        outputs: dict[str, Any] = {}
-
-        def hook(name: str) -> Any:
-            def record(module: Any, args: tuple, kwargs: dict, output: Any) -> None:
-                self.captured[name] = (args, kwargs)
-                outputs[name] = output
-
-            return record
-
-        handles = [
-            module.register_forward_hook(hook(name), with_kwargs=True) for name, module in self._graphs().items()
-        ]
-        try:
-            yield outputs
-        finally:
-            for handle in handles:
-                handle.remove()
 
     # -- its host-side stages, in HF's conventions
     def prefill_masks(
@@ -382,61 +241,10 @@ class TicoGemma4Port(Gemma4Port):
         batch = self._batch(prompt)
         return batch["llm_input_ids"], batch["attention_mask"]
 
-    def export_cases(self) -> list[StageCase]:
-        """Its export graphs with the inputs of their latest calls: token embedding, PLE projection,
-        vision prefill, fusion, LM head, and one prefill and one decode graph per layer type and K/V
-        role (producing or KV-shared)."""
-        if not any(name.startswith("decode") for name in self.captured):
-            raise NotExposed(f"{self.name}'s graphs are captured by a prefill and a decode step")
-        text = self.config.get_text_config()
-        first_shared = text.num_hidden_layers - text.num_kv_shared_layers
-        representative = {}
-        for index, layer_type in enumerate(text.layer_types):
-            representative.setdefault((layer_type, index >= first_shared), index)
-        chosen = {name for name in self.captured if "layer" not in name}
-        chosen |= {f"{mode} layer {index}" for index in representative.values() for mode in ("prefill", "decode")}
-        graphs = self._graphs()
-        return [
-            StageCase(name.replace(" ", "_"), graphs[name], *self.captured[name])
-            for name in graphs
-            if name in chosen and name in self.captured
-        ]
+    def export_cases(self) -> list[StageCase]:  # its graphs with the inputs of their latest calls
+        return self.graphs.export_cases()
 
     # -- its own verification flow
     def own_checks(self, prompt: Prompt) -> list[OwnCheck]:
-        """TICO's ``verify_step_*`` functions on this runtime and ``prompt``, in the order and with the
-        settings of ``run_static_gemma4_runtime`` (4 decode steps, 16 generated tokens): per step what
-        it printed, or what it raised."""
-        from tico.quantization.recipes.debug import static_gemma4_runtime as flow
-
-        key, runtime, results = self.processor.key(prompt), self.runtime, {}
-        steps = {
-            "build_static_inputs": lambda: flow.verify_step_build_static_inputs(runtime, key, None),
-            "token_embedding": lambda: flow.verify_step_token_embedding(runtime, results["build_static_inputs"]),
-            "vision_prefill": lambda: flow.verify_step_vision_prefill(runtime, results["build_static_inputs"]),
-            "mm_fusion": lambda: flow.verify_step_mm_fusion(
-                runtime, results["token_embedding"], results["vision_prefill"], key, None
-            ),
-            "masks_and_rope": lambda: flow.verify_step_masks_and_rope(runtime, results["build_static_inputs"]),
-            "prefill": lambda: flow.verify_step_prefill(runtime, results["build_static_inputs"], key, None),
-            "decode": lambda: flow.verify_step_decode(
-                runtime, results["build_static_inputs"], key, None, results["prefill"], OWN_DECODE_STEPS
-            ),
-            "generation": lambda: flow.verify_step_generation(
-                runtime, results["build_static_inputs"], key, None, OWN_GENERATED
-            ),
-        }
-        checks = []
-        for step, stages in OWN_STEPS:
-            out = io.StringIO()
-            try:
-                with contextlib.redirect_stdout(out), warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # HF's deprecation notices for the calls it makes
-                    results[step] = steps[step]()
-            except KeyError as missing:  # an input from an earlier step that raised
-                checks.append(OwnCheck(step, "", stages, f"not run: it needs the output of {missing}, which raised"))
-            except Exception as error:  # its own verdict: a step that raises says so
-                checks.append(OwnCheck(step, out.getvalue().strip(), stages, f"{type(error).__name__}: {error}"))
-            else:
-                checks.append(OwnCheck(step, out.getvalue().strip(), stages))
-        return checks
+        """TICO's ``verify_step_*`` functions on this runtime and ``prompt`` (:mod:`.tico_flow`)."""
+        return own_flow(self.runtime, self.processor.key(prompt))

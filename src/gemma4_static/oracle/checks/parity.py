@@ -23,8 +23,8 @@ from ..references.hf import (
     hf_greedy,
     hf_rope,
     paired_hidden_states,
-    paired_kv,
 )
+from ..references.hf_cache import paired_kv
 from ..references.samples import Prompt
 from . import tolerances
 from .report import Row

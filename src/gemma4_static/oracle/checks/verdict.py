@@ -17,6 +17,9 @@ from .report import STATUSES, Row
 # logits and decode steps over the port's cache, wherever their group ran.
 MINIMUM = {"prefill logits": "layers", "decode steps": "decode"}
 NAMED_STAGES = 10  # the coverage names the stages compared up to this many, else counts them
+# named in the coverage whenever compared: what a port builds on its host side, and its image stages
+HOST_STAGES = ("static inputs", "masks decode", "RoPE decode", "mask value", "KV cache", "export round-trip")
+IMAGE_STAGES = ("vision inputs", "vision prefill", "fusion", "masks vision")
 
 
 class ExitCode(IntEnum):
@@ -92,6 +95,10 @@ class Verdict:
         if not stages:
             return "nothing compared"
         named = ", ".join(stages) if len(stages) <= NAMED_STAGES else f"{len(stages)} stages"
+        for label, kinds in (("host side", HOST_STAGES), ("images", IMAGE_STAGES)):
+            found = [stage for stage in kinds if stage in stages]
+            if found and len(stages) > NAMED_STAGES:  # counted, so named here
+                named += f" ({label}: {', '.join(found)})"
         if not self.num_layers:
             return f"{named}; {groups}"
         if not self.layers_compared:

@@ -1,10 +1,8 @@
 """A verification session: the model, the sample prompt, the port under test and both prefills,
-prepared once and shared by every check group of :mod:`.verify`.
-
-The sample prompt follows the port's limits (:class:`~gemma4_static.ports.base.PortLimits`): a
-ragged batch of 2 right-padded rows where the port takes them, one unpadded row where it takes
-batch 1 or no padding; two images per row (two image slots of different sizes) on a multimodal
-model where the port takes images."""
+prepared once and shared by every check group of :mod:`.verify`. The sample prompt follows the port's
+limits (:class:`~gemma4_static.ports.limits.PortLimits`): a ragged batch of 2 right-padded rows where
+the port takes them, else one unpadded row; two images per row (two slots of different sizes) on a
+multimodal model where the port takes any images, one row in its first image profile where it has one."""
 
 from __future__ import annotations
 
@@ -68,7 +66,7 @@ class Session:
     hf_sites: dict[str, Any] = field(default_factory=dict)  # HF's same-scheme sites (torchao) by site name
     schedules_budget: int = GRID_BUDGET  # port calls the schedules grid may spend
     setup: PortSetup | None = None  # what the port under test was built for (its static length)
-    rows: list[Row] = field(default_factory=list)  # the rows of the groups run so far (the own-checks group reads them)
+    rows: list[Row] = field(default_factory=list)  # the rows of the groups run so far (own-checks reads them)
 
     @property
     def port_prompt(self) -> Prompt:
@@ -112,18 +110,16 @@ class Session:
 
     @property
     def runtime(self) -> StaticGemma4Runtime:
-        """This project's runtime, for the checks only it can answer (its static inputs, cache layout,
-        mask value, overflow report, exported stages); ``NotExposed`` for any other port."""
+        """This project's runtime, for the checks only it can answer (its chunk masks, overflow report,
+        vision sub-stages); ``NotExposed`` for any other port."""
         if not self.is_runtime:
             raise NotExposed(f"{self.port.name} is another port: a check of this project's runtime internals")
         return self.port.runtime
 
     @property
     def runtime_outputs(self) -> PrefillOutputs:
-        """This runtime's own prefill outputs (static inputs, embeddings before fusion)."""
-        if not self.is_runtime:
-            raise NotExposed(f"{self.port.name} is another port: this project's static inputs")
-        return self.ours.extra["outputs"]
+        """This runtime's own prefill outputs (its embeddings before fusion); ``NotExposed`` for another port."""
+        return self.runtime and self.ours.extra["outputs"]
 
     def exposed(self, value: Any, what: str) -> Any:
         """``value``, or ``NotExposed`` naming ``what`` the port did not return (``value`` is ``None``)."""
@@ -142,15 +138,11 @@ class Session:
 
     def capped(self, max_seq: int) -> int:
         """``max_seq`` within the port's own ``limits.max_seq``."""
-        cap = self.port.limits.max_seq
-        return max_seq if cap is None else min(max_seq, cap)
+        return min(max_seq, self.port.limits.max_seq or max_seq)
 
     def static_length(self, needed: int) -> int:
-        """A static length for a check that needs ``needed`` slots: at least what the port's image
-        profile spans where it needs an image (its layout holds the image's slot), within its cap."""
-        profile, limits = self.port.limits.image_profile, self.port.limits
-        floor = profile.prefix_length + 1 if profile is not None and limits.needs_image else 0
-        return self.capped(max(needed, floor))
+        """A static length for a check that needs ``needed`` slots, within the port's limits."""
+        return self.capped(max(needed, self.port.limits.shortest_static_length))
 
     @contextlib.contextmanager
     def built(self, setup: PortSetup) -> Iterator[Gemma4Port]:

@@ -22,8 +22,8 @@ from ..references.hf import (
     hf_per_layer_inputs,
     hf_prefill,
     paired_hidden_states,
-    paired_kv,
 )
+from ..references.hf_cache import paired_kv
 from ..references.samples import Prompt
 from . import verify_host
 from .port_calls import guarded

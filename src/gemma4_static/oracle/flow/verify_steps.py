@@ -65,13 +65,14 @@ def special_ids(config: Any) -> dict[str, int]:
 
 
 def special_id_rows(session: Session) -> list[Row]:
-    """Every special id fed on purpose: inside a prompt (the sample prompt's first row, then each
-    special id HF takes in a prompt: all but an image placeholder beside real images, whose count
-    must match them) and then each special id as a decode input, against HF (which maps every
-    placeholder to the pad id on every forward, decode included)."""
+    """Every special id fed on purpose: inside a prompt (the sample prompt's first row, then every
+    special id but the image placeholder, which marks where an image's soft tokens go: HF refuses
+    one beside images whose count it breaks, and a static layout one outside its image slots) and
+    then each special id as a decode input, against HF (which maps every placeholder to the pad id on
+    every forward, decode included)."""
     specials = special_ids(session.config)
     row = session.prompt.row(0)
-    inside = [v for name, v in specials.items() if not (name == "image_token_id" and row.pixel_values is not None)]
+    inside = [value for name, value in specials.items() if name != "image_token_id"]
     ids = torch.cat((row.input_ids, torch.tensor([inside])), dim=1)
     prompt = dataclasses.replace(row, input_ids=ids, attention_mask=torch.ones_like(ids))
     fed = torch.tensor([list(specials.values())])
@@ -112,8 +113,8 @@ def new_conversation_row(session: Session) -> Row:
 
 def chunked_prefill_rows(session: Session) -> Iterator[Row]:
     """A text prompt longer than two windows prefilled in chunks of ``W + 1`` (this runtime: over
-    its ring caches), against HF: the logits and, for this runtime, the K/V of every row and
-    producing layer (low precision: against float64, :func:`.verify_numerics.chunked_prefill_rows`)."""
+    its ring caches), against HF: the logits and, where the port exposes its cache, the K/V of every
+    row and producing layer (low precision: against float64, :func:`.verify_numerics.chunked_prefill_rows`)."""
     limits = session.port.limits
     if not limits.chunked_prefill:
         yield skip_row("chunked prefill", "chunks of W + 1", f"{session.port.name} does not prefill in chunks")
@@ -137,8 +138,5 @@ def chunked_prefill_rows(session: Session) -> Iterator[Row]:
             "chunked prefill", f"{check}, logits of the last valid tokens", ours, theirs, session.dtype
         )
         kv_check = f"{check}, K/V of every row vs HF cache"
-        if not session.is_runtime:
-            yield skip_row("chunked prefill", kv_check, f"{session.port.name} does not expose its cache")
-            return
-        kv = guarded("chunked prefill", kv_check, lambda: parity.kv_rows(port.runtime, session.model, prompt, FP32))
+        kv = guarded("chunked prefill", kv_check, lambda: parity.kv_rows(port, session.model, prompt, FP32))
         yield kv[0] if kv[0].skipped else merge(kv, "chunked prefill", kv_check)

@@ -10,7 +10,6 @@ stands for, so nothing is ever skipped.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -18,7 +17,7 @@ from transformers import DynamicCache, Gemma4ForConditionalGeneration, Generatio
 from transformers.masking_utils import create_masks_for_generate
 from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
 
-from ...spec import read_text_config, text_module
+from ...spec import text_module
 
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa")
 
@@ -207,48 +206,3 @@ def paired_hidden_states(
     ours = (*ours[:-1], text_module(model).norm(ours[-1]))
     length = valid.shape[1]
     return [(mine[:, :length][valid], reference[valid]) for mine, reference in zip(ours, theirs, strict=True)]
-
-
-@torch.no_grad()
-def hf_row_cache(model: Any, prompt: Any, row: int, tokens: torch.Tensor | None = None) -> Any:
-    """HF's ``DynamicCache`` after prefilling row ``row`` of ``prompt`` alone, then feeding ``tokens (T,)``."""
-    cache = model(**prompt.row(row).hf_kwargs(), use_cache=True).cache
-    for token in [] if tokens is None else tokens:
-        cache = model(input_ids=token.view(1, 1), cache=cache, use_cache=True).cache
-    return cache
-
-
-def paired_kv(
-    cache_kv: Callable[[int, list[int]], dict[int, tuple[torch.Tensor, torch.Tensor]]],
-    model: Any,
-    prompt: Any,
-    tokens: torch.Tensor | None = None,
-) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
-    """``(name, ours, HF)`` for the K and V of every layer a port's cache reports, after a prefill of
-    ``prompt`` (and decode steps ``tokens (B, T)``), over every row: HF runs each row alone, and its
-    cache holds every position of a full layer and the row's last ``window - 1`` of a sliding one;
-    ours is ``cache_kv(row, positions)`` at those absolute positions (a port's
-    :meth:`~gemma4_static.ports.host_stages.HostStages.cache_kv`). Every producing layer is compared
-    (one the port leaves out compares as NaN), and a KV-shared layer the port reports against its
-    producer's. Each tensor is ``(kv_heads, positions of all rows, head_dim)``."""
-    sources = read_text_config(model.config).kv_sources
-    gathered: dict[tuple[int, str], tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
-    for row in range(prompt.input_ids.shape[0]):
-        hf_cache = hf_row_cache(model, prompt, row, None if tokens is None else tokens[row])
-        length = int(prompt.attention_mask[row].sum()) + (0 if tokens is None else tokens.shape[1])
-        held = {index: hf_cache.layers[index].keys.shape[2] for index, source in enumerate(sources) if source == index}
-        # one question per span of positions HF holds (all of them, or a sliding layer's last window - 1)
-        answers = {count: cache_kv(row, list(range(length - count, length))) for count in set(held.values())}
-        shared = {index for answer in answers.values() for index in answer if sources[index] != index}
-        for index in sorted(set(held) | shared):
-            hf_layer, span = hf_cache.layers[sources[index]], held[sources[index]]
-            pair = answers[span].get(index)
-            for kind, theirs in (("K", hf_layer.keys[0]), ("V", hf_layer.values[0])):
-                mine = torch.full_like(theirs, torch.nan) if pair is None else pair[kind == "V"]
-                mine_list, reference = gathered.setdefault((index, kind), ([], []))
-                mine_list.append(mine)
-                reference.append(theirs)
-    return [
-        (f"layer {index} {kind}", torch.cat(mine, dim=1), torch.cat(reference, dim=1))
-        for (index, kind), (mine, reference) in sorted(gathered.items())
-    ]
