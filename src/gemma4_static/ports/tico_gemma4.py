@@ -49,6 +49,10 @@ class TicoGemma4Port(Gemma4Port):
     limits = PortLimits(
         max_batch=1,
         padding_side="right",
+        # its attention wrappers' causal-mask capacity: min(max_position_embeddings, 2048) unless its PTQ
+        # config names a text.max_seq, which the runtime never sets from its layout (a layout past 2048
+        # raises at prefill: docs/findings.md)
+        max_seq=2048,
         images=True,
         needs_image=True,
         image_profiles=tico_profiles(),

@@ -18,6 +18,7 @@ import torch
 from ..checks.report import Row
 from ..fuzz.episode import Judgement, Observed, hf_history_logits, hf_token_by_token_logits, judge
 from ..numerics.metrics import measure
+from ..references.samples import Prompt
 from .session import Session
 
 if TYPE_CHECKING:
@@ -41,13 +42,21 @@ class Scored:
         return self.first is not None
 
 
-def scored_in_profile(session: Session, ids: torch.Tensor) -> Score:
-    """Scores a case's observed logits against HF float64's over ``ids (N,)`` (one forward each of HF
+def base_logits(model: Any, base: Prompt) -> torch.Tensor:
+    """HF's logits ``(N, vocab)`` at every position of the grid's one-row ``base`` prompt (its images too)."""
+    if base.pixel_values is None:
+        return hf_history_logits(model, base.input_ids[0])
+    with torch.no_grad():
+        return model(**base.hf_kwargs()).logits[0]
+
+
+def scored_in_profile(session: Session, base: Prompt) -> Score:
+    """Scores a case's observed logits against HF float64's over ``base`` (one forward each of HF
     in float64 and in the profile serves every case)."""
     gate = session.gate
     gate_db = min(gate.sqnr_gate("chunked prefill"), gate.sqnr_gate("decode steps"))
-    reference = hf_history_logits(session.reference_model, ids)
-    hf = hf_history_logits(session.hf_model, ids)
+    reference = base_logits(session.reference_model, base)
+    hf = base_logits(session.hf_model, base)
 
     def score(case: Case, observed: Observed) -> Scored:
         logits = observed.logits[0]
@@ -66,15 +75,18 @@ def scored_in_profile(session: Session, ids: torch.Tensor) -> Score:
     return score
 
 
-def hf_references(session: Session, ids: torch.Tensor) -> Score:
-    """Judges a case just run against HF's one-pass logits over its history (a prefix of ``ids (N,)``)
-    and, asked only past the tolerance, HF's token-by-token logits (:func:`..fuzz.episode.judge`). One forward
-    over ``ids`` serves every case, except where expert choices are recorded (a MoE model on this
-    runtime in float32): there HF runs each case's history after the case, pinned at routing ties to
-    that run's own choices (:mod:`..checks.routing`), since another chunking may settle a tie otherwise."""
-    model = session.model
+def hf_references(session: Session, base: Prompt) -> Score:
+    """Judges a case just run against HF's one-pass logits over its history (a prefix of ``base``'s
+    one row) and, asked only past the tolerance, HF's token-by-token logits (:func:`..fuzz.episode.judge`;
+    text only: with images none is asked). One forward over ``base`` serves every case, except where
+    expert choices are recorded (a MoE model on this runtime in float32): there HF runs each case's
+    history after the case, pinned at routing ties to that run's own choices (:mod:`..checks.routing`),
+    since another chunking may settle a tie otherwise."""
+    model, ids = session.model, base.input_ids[0]
 
-    def of(history: torch.Tensor) -> tuple[torch.Tensor, Callable[[int], torch.Tensor]]:
+    def of(history: torch.Tensor) -> tuple[torch.Tensor, Callable[[int], torch.Tensor | None]]:
+        if base.pixel_values is not None:
+            return base_logits(model, base), lambda row: None
         return hf_history_logits(model, history), functools.cache(lambda row: hf_token_by_token_logits(model, history))
 
     shared = of(ids) if session.routing is None else None

@@ -8,6 +8,8 @@ against HF in float64 under the profile's gate)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import itertools
 import logging
 import traceback
 from collections.abc import Iterator
@@ -19,9 +21,9 @@ from ...cpu.schedule import chunk_starts, expand_schedule
 from ...ports.base import Gemma4Port, NotExposed, PortSetup
 from ...ports.prompt import Prompt
 from ..checks.report import Row, skip_row
-from ..fuzz.boundaries import chunk_schedules, decode_steps, prompt_lengths
+from ..fuzz.boundaries import chunk_schedules, decode_steps, image_prompt_lengths, prompt_lengths
 from ..fuzz.episode import Judgement, Observed
-from ..references.samples import text_prompt
+from ..references.samples import profile_prompt, text_prompt
 from .port_calls import raised_in
 from .sample_plan import SEEDS
 from .schedule_scores import Score, Scored, hf_references, length_row, scored_in_profile, sqnr_row
@@ -67,10 +69,11 @@ def chunks_text(chunks: tuple[int, ...]) -> str:
     )
 
 
-def plan(port: Gemma4Port, window: int, max_seq: int, budget: int) -> tuple[list[Case], int, int]:
+def plan(port: Gemma4Port, window: int, max_seq: int, budget: int, prefix: int = 0) -> tuple[list[Case], int, int]:
     """The grid's cases within ``budget`` port calls (most telling schedules first, a case that does
-    not fit skipped for cheaper ones), how many the port's limits refuse and how many the budget drops."""
-    lengths = prompt_lengths(window, max_seq - 2)
+    not fit skipped for cheaper ones), how many the port's limits refuse and how many the budget drops;
+    ``prefix`` tokens (an image in the port's profile) before each prompt's text lengths."""
+    lengths = image_prompt_lengths(window, max_seq - 2, prefix) if prefix else prompt_lengths(window, max_seq - 2)
     schedules = chunk_schedules(window, port.limits.max_chunk or max_seq)
     seen, cases, refused = set(), [], 0
     for name in PRIORITY:
@@ -79,7 +82,7 @@ def plan(port: Gemma4Port, window: int, max_seq: int, budget: int) -> tuple[list
         schedule = None if name == "policy" else schedules[name] or (max_seq,)  # one call: (max_seq,)
         for length in lengths:
             chunks = port.prefill_schedule(length) if schedule is None else expand_schedule(schedule, length)
-            if port.limits.refusal(chunks) is not None:
+            if port.limits.refusal(chunks) is not None or splits(chunks, prefix):
                 refused += 1
             elif (length, tuple(chunks)) not in seen:
                 seen.add((length, tuple(chunks)))
@@ -93,13 +96,21 @@ def plan(port: Gemma4Port, window: int, max_seq: int, budget: int) -> tuple[list
     return chosen, refused, len(cases) - len(chosen)
 
 
-def run_case(port: Gemma4Port, ids: torch.Tensor, case: Case) -> Observed:
-    """The port's logits over one case: the prompt ``ids[:, :length]`` prefilled, then the next tokens of
-    ``ids (1, N)`` decoded one by one."""
+def splits(chunks: list[int], prefix: int) -> bool:
+    """Whether a chunk ends inside the ``prefix`` (an image's span: it lies inside one chunk)."""
+    return any(end < prefix for end in itertools.accumulate(chunks))
+
+
+def run_case(port: Gemma4Port, base: Prompt, case: Case) -> Observed:
+    """The port's logits over one case: the first ``length`` tokens of ``base`` (one row, with its
+    images) prefilled, then its next tokens decoded one by one."""
     observed = Observed()
-    prompt = ids[:, : case.length]
+    ids = base.input_ids
+    prompt = dataclasses.replace(
+        base, input_ids=ids[:, : case.length], attention_mask=torch.ones_like(ids[:, : case.length])
+    )
     several = len(case.chunks) > 1  # the chunk-end logits (a single call's end is the last token)
-    result = port.prefill(Prompt(input_ids=prompt, attention_mask=torch.ones_like(prompt)), keep_intermediates=several)
+    result = port.prefill(prompt, keep_intermediates=several)
     if result.chunk_logits is not None:
         if len(result.chunk_logits) != len(case.chunks):
             raise ValueError(f"the port returned {len(result.chunk_logits)} chunk logits for {len(case.chunks)} chunks")
@@ -115,34 +126,40 @@ def run_case(port: Gemma4Port, ids: torch.Tensor, case: Case) -> Observed:
 def schedules_rows(session: Session) -> Iterator[Row]:
     """One row per prompt length (every schedule of it merged; a failure names the schedule and the
     first diverging position), and an INFO row counting the cases run, refused and over budget."""
-    limits, window = session.port.limits, session.window
-    if limits.needs_image:
-        yield skip_row("schedules", "grid", f"{session.port.name} needs an image in every prompt; the grid is text")
+    limits, window, profile = session.port.limits, session.window, session.port.limits.image_profile
+    if limits.needs_image and profile is None:
+        reason = f"{session.port.name} needs an image in every prompt and declares no image profile; the grid is text"
+        yield skip_row("schedules", "grid", reason)
         return
-    longest = max(length + decode_steps(length, window) for length in prompt_lengths(window, 4 * window + 3))
-    max_seq = session.capped(longest + 1)
-    ids = text_prompt(session.config, [max_seq], seed=SEEDS["schedules"]).input_ids
-    score = scored_in_profile(session, ids[0]) if session.low_precision else hf_references(session, ids[0])
+    prefix = profile.prefix_length if limits.needs_image else 0  # each prompt: its image, then the grid's text
+    longest = 4 * window + 3
+    lengths = image_prompt_lengths(window, longest + prefix, prefix) if prefix else prompt_lengths(window, longest)
+    max_seq = session.capped(max(length + decode_steps(length, window) for length in lengths) + 1)
+    if prefix:
+        base = profile_prompt(session.config, profile, max_seq - prefix, seed=SEEDS["schedules"])
+    else:
+        base = text_prompt(session.config, [max_seq], seed=SEEDS["schedules"])
+    score = scored_in_profile(session, base) if session.low_precision else hf_references(session, base)
     results: dict[int, list[tuple[Case, Judgement | Scored | str]]] = {}
-    with session.built(PortSetup(max_seq)) as policy_port:
-        cases, refused, dropped = plan(policy_port, window, max_seq, session.schedules_budget)
+    with session.built(PortSetup(max_seq, image_slots=base.image_slots)) as policy_port:
+        cases, refused, dropped = plan(policy_port, window, max_seq, session.schedules_budget, prefix)
         log.info("schedules grid: %d cases, %d port calls", len(cases), sum(case.cost for case in cases))
         for schedule in dict.fromkeys(case.schedule for case in cases):  # a port per schedule, in plan order
-            setup = PortSetup(max_seq, prefill_schedule=schedule)
+            setup = PortSetup(max_seq, image_slots=base.image_slots, prefill_schedule=schedule)
             with contextlib.nullcontext(policy_port) if schedule is None else session.built(setup) as port:
                 for case in (case for case in cases if case.schedule == schedule):
-                    results.setdefault(case.length, []).append((case, _judged(port, ids, case, score)))
+                    results.setdefault(case.length, []).append((case, _judged(port, base, case, score)))
     for length in sorted(results):
         yield sqnr_row(length, results[length]) if session.low_precision else length_row(length, results[length])
     check = f"cases run: {len(cases)} ({refused} refused by the port's limits, {dropped} over the budget)"
     yield Row("schedules", check, "cases", len(cases), float("inf"))
 
 
-def _judged(port: Gemma4Port, ids: torch.Tensor, case: Case, score: Score) -> Judgement | Scored | str:
+def _judged(port: Gemma4Port, base: Prompt, case: Case, score: Score) -> Judgement | Scored | str:
     """The case's judgement (or score), or the port's traceback when it raised (``NotExposed`` and an
     error of the checks themselves propagate)."""
     try:
-        observed = run_case(port, ids, case)
+        observed = run_case(port, base, case)
     except NotExposed:
         raise
     except Exception as error:

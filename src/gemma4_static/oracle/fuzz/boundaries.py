@@ -14,6 +14,16 @@ def prompt_lengths(window: int, longest: int) -> list[int]:
     return list(dict.fromkeys(length for length in lengths if 1 <= length <= longest))
 
 
+def image_prompt_lengths(window: int, longest: int, prefix: int) -> list[int]:
+    """Prompt lengths for prompts that open with ``prefix`` tokens of an image in a fixed profile: one
+    text token after it, then :func:`prompt_lengths`' lengths past it (the window's edges are absolute
+    positions) or, where the image spans all of them (a window far below it), those lengths counted
+    after it; up to ``longest``."""
+    past = [length for length in prompt_lengths(window, longest) if length > prefix + 1]
+    after = [prefix + length for length in prompt_lengths(window, longest - prefix) if length > 1]
+    return [prefix + 1, *(past or after)] if prefix + 1 <= longest else []
+
+
 def uneven_mix(window: int) -> tuple[int, ...]:
     """Chunks of different lengths in one prefill: ``1, W, 2, W + 1, 3`` (the last repeating)."""
     return (1, window, 2, window + 1, 3)
