@@ -42,6 +42,18 @@ def add_parser(commands: Any, bounded: Any, configs: tuple[str, ...]) -> None:
         help="this runtime's backend (port gemma4-static only)",
     )
     fuzz.add_argument("--no-shrink", action="store_true", help="report the first failure as found")
+    fuzz.add_argument(
+        "--max-seconds",
+        type=bounded(1, 10**6),
+        metavar="S",
+        help="time budget: no batch of 5 examples starts after S seconds; the run ends with what it covered",
+    )
+    fuzz.add_argument(
+        "--plain-ids",
+        action="store_true",
+        help="draw no special ids (placeholders, boi/eoi, BOS, EOS, pad) into prompts and decode inputs "
+        "(to look past a divergence on them)",
+    )
     fuzz.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
@@ -67,8 +79,13 @@ def run_fuzz(args: argparse.Namespace) -> int:
         database=args.database,
         reproduction=args.reproduction,
         shrink=not args.no_shrink,
+        max_seconds=args.max_seconds,
+        special_ids=not args.plain_ids,
     )
     elapsed = time.perf_counter() - started
+    print(f"fuzz: covered {result.coverage}")
+    if result.stopped:
+        print(f"fuzz: stopped: {result.stopped}")
     if result.failure is None:
         print(f"fuzz: {result.examples} examples in {elapsed:.1f} s ({result.rate:.2f}/s): no divergence (exit 0)")
         return ExitCode.PASSED

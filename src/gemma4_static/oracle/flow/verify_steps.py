@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from typing import Any
 
 import torch
 
@@ -13,7 +12,7 @@ from ...ports.base import PortSetup
 from ..checks import parity, tolerances
 from ..checks.report import Row, merge, merge_by, skip_row
 from ..references.hf import hf_decode_logits, hf_prefill
-from ..references.samples import SPECIAL_ID_FIELDS, text_prompt
+from ..references.samples import special_ids, text_prompt
 from . import verify_host, verify_numerics
 from .port_calls import guarded, port_prefill
 from .sample_plan import SEEDS
@@ -52,16 +51,6 @@ def decode_rows(session: Session) -> Iterator[Row]:
         check = f"after {steps} decode steps"
         yield from guarded("KV cache", check, lambda: verify_host.kv_rows(session, tokens))
     yield from guarded("conversation", "prefill again", lambda: [new_conversation_row(session)])
-
-
-def special_ids(config: Any) -> dict[str, int]:
-    """Every special id of the model's config by field name: the image, video and audio placeholders,
-    ``boi``/``eoi``, ``boa``/``eoa``, BOS, EOS (its first) and pad, where the vocabulary holds them."""
-    text = config.get_text_config()
-    eos = text.eos_token_id[0] if isinstance(text.eos_token_id, list) else text.eos_token_id
-    found = {field: getattr(config, field, None) for field in SPECIAL_ID_FIELDS}
-    found |= {"bos_token_id": text.bos_token_id, "eos_token_id": eos, "pad_token_id": text.pad_token_id}
-    return {name: value for name, value in found.items() if value is not None and 0 <= value < text.vocab_size}
 
 
 def special_id_rows(session: Session) -> list[Row]:

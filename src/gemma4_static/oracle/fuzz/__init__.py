@@ -9,15 +9,17 @@ standalone reproduction (:mod:`.repro`). The schedules grid of ``verify`` shares
 
 from __future__ import annotations
 
+import functools
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..checks.report import Row
 from .target import FuzzTarget
 
 STEPS = 8  # calls per example at most
+BUDGETED_BATCH = 5  # examples per hypothesis run under a time budget (the budget is checked between runs)
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,8 @@ class FuzzResult:
     first_failure: tuple[int, float] | None = None
     reproduction: Path | None = None
     expected: str | None = None  # the port's documented reason for the failure (an expected failure)
+    coverage: str = ""  # what the examples drew: calls by rule, prompt lengths, chunkings
+    stopped: str | None = None  # why the run ended before its examples (its time budget)
 
     @property
     def rate(self) -> float:
@@ -48,10 +52,16 @@ def fuzz(
     images: Any = None,
     steps: int = STEPS,
     shrink: bool = True,
+    max_seconds: float | None = None,
+    special_ids: bool = True,
 ) -> FuzzResult:
     """Run the state machine of ``target`` for ``max_examples`` examples from ``seed`` (failures kept in
     the example ``database`` folder, which several processes may share); a failure (shrunk unless
-    ``shrink`` is off) written as a reproduction into ``reproduction`` (text prompts only)."""
+    ``shrink`` is off) written as a reproduction into ``reproduction`` (text prompts only). Image
+    prompts: ``images``, else the port's own profile where it needs an image. ``max_seconds``: no
+    batch of :data:`BUDGETED_BATCH` examples starts past it (the run ends cleanly with what it covered;
+    a failure is reported as found, unshrunk: a run without a budget shrinks it from the database).
+    ``special_ids``: decode inputs and prompts carry the model's special ids too."""
     from hypothesis import HealthCheck, Phase, settings
     from hypothesis import seed as seeded
     from hypothesis.database import DirectoryBasedExampleDatabase
@@ -60,9 +70,10 @@ def fuzz(
     from .machine import Divergence, decode_before_prefill, machine_for
     from .repro import write_reproduction
 
+    shrink = shrink and max_seconds is None  # under a time budget a failure is reported as found
     phases = list(Phase) if shrink else [phase for phase in Phase if phase != Phase.shrink]
-    options = settings(
-        max_examples=max_examples,
+    options = functools.partial(
+        settings,
         stateful_step_count=steps,
         deadline=None,
         database=None if database is None else DirectoryBasedExampleDatabase(str(database)),
@@ -71,23 +82,35 @@ def fuzz(
         phases=phases,
     )
     target.examples, target.first_failure, target.started = 0, None, time.perf_counter()
-    machine = seeded(seed)(machine_for(target, images=images))
-    failure, script, expected = None, None, None
+    target.max_seconds, target.coverage = max_seconds, Counter()
+    machine = machine_for(target, images=images or target.image_prompts(), special_ids=special_ids)
+    failure, script, expected, stopped = None, None, None, None
     try:
         refused = decode_before_prefill(target)
         if refused is not None:
             target.first_failure = (0, time.perf_counter() - target.started)
             raise refused
-        run_state_machine_as_test(machine, settings=options)
+        if max_seconds is None:
+            run_state_machine_as_test(seeded(seed)(machine), settings=options(max_examples=max_examples))
+        for batch in [] if max_seconds is None else range(-(-max_examples // BUDGETED_BATCH)):
+            if target.out_of_time():  # between hypothesis runs: each ends cleanly
+                stopped = f"the time budget of {max_seconds:g} s was spent after {target.examples} examples"
+                break
+            size = min(BUDGETED_BATCH, max_examples - batch * BUDGETED_BATCH)
+            run_state_machine_as_test(seeded(seed + batch)(machine), settings=options(max_examples=size))
     except Divergence as divergence:
         failure = str(divergence)
-        if reproduction is not None:
+        images_fed = any(getattr(call.get("prompt"), "pixel_values", None) is not None for call in divergence.calls)
+        if reproduction is not None and not images_fed:  # a script inlines text prompts only
             script = write_reproduction(reproduction, target, divergence.calls, failure)
-        expected = target.port(None).explain(Row("fuzz", failure, "divergences", 1, 0, detail=failure))
+        expected = target.port(None).explain(divergence.row)
     finally:
         target.close()
     seconds = time.perf_counter() - target.started
-    return FuzzResult(target.name, target.examples, seconds, failure, target.first_failure, script, expected)
+    coverage = target.coverage_summary()
+    return FuzzResult(
+        target.name, target.examples, seconds, failure, target.first_failure, script, expected, coverage, stopped
+    )
 
 
 __all__ = ["FuzzResult", "FuzzTarget", "fuzz"]

@@ -7,6 +7,7 @@ row's whole token history (:mod:`.episode`), generation by the token rule. A fai
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -19,7 +20,9 @@ from ...cpu.schedule import chunk_starts, expand_schedule
 from ...ports.base import NotExposed
 from ...ports.prompt import Prompt
 from ..checks import tolerances
+from ..checks.report import Row
 from ..flow.port_calls import raised_in
+from ..references.samples import special_ids as special_ids_of
 from ..references.samples import text_prompt
 from .episode import Observed, judge
 from .strategies import boundaries, length_anchors, near, schedules
@@ -27,11 +30,13 @@ from .target import FuzzTarget
 
 
 class Divergence(AssertionError):
-    """The port left HF (or accepted a call it must refuse); ``calls`` are the calls that got it there."""
+    """The port left HF (or accepted a call it must refuse); ``calls`` are the calls that got it there,
+    ``row`` the report row it is (what the port's ``explain`` is asked about)."""
 
-    def __init__(self, message: str, calls: list[dict[str, Any]]) -> None:
+    def __init__(self, message: str, calls: list[dict[str, Any]], row: Row | None = None) -> None:
         super().__init__(message)
         self.calls = calls
+        self.row = row or Row("fuzz", message, "divergences", 1, 0, detail=message)
 
 
 def decode_before_prefill(target: FuzzTarget) -> Divergence | None:
@@ -48,18 +53,42 @@ def decode_before_prefill(target: FuzzTarget) -> Divergence | None:
     return Divergence(f"the port accepted a call it must refuse: {what}", calls)
 
 
-def machine_for(target: FuzzTarget, *, images: Any = None) -> type[RuleBasedStateMachine]:
-    """The state machine class for ``target``. ``images(data, rows) -> Prompt`` draws image prompts
-    (their slots: ``target.image_slots``) instead of text."""
+def with_specials(prompt: Prompt, data: st.DataObject, specials: list[int]) -> Prompt:
+    """``prompt`` with up to three of its text tokens (past the first; not an image's placeholders nor
+    the ``boi``/``eoi`` around them) replaced by drawn special ids, in half the examples."""
+    if not specials or not data.draw(st.booleans(), label="special ids in the prompt"):
+        return prompt
+    ids, filled = prompt.input_ids.clone(), prompt.filled
+    for row in range(ids.shape[0]):
+        framed = {
+            position
+            for (start, count), image in zip(prompt.image_slots, filled[row].tolist(), strict=True)
+            if image
+            for position in range(start - 1, start + count + 1)
+        }
+        text = [position for position in range(1, int(prompt.attention_mask[row].sum())) if position not in framed]
+        for position in (
+            data.draw(st.lists(st.sampled_from(text), max_size=3, unique=True), label="where") if text else []
+        ):
+            ids[row, position] = data.draw(st.sampled_from(specials), label="special id")
+    return dataclasses.replace(prompt, input_ids=ids)
+
+
+def machine_for(target: FuzzTarget, *, images: Any = None, special_ids: bool = True) -> type[RuleBasedStateMachine]:
+    """The state machine class for ``target``. ``images(data, rows, seed) -> Prompt`` draws image
+    prompts (their slots: ``target.image_slots``) instead of text. ``special_ids``: decode inputs and
+    prompts also carry the model's special ids (placeholders, ``boi``/``eoi``, BOS, EOS, pad), drawn
+    as often as ordinary text."""
     config = target.model.config
-    window, longest_chunk, max_seq, batch = target.window, target.longest_chunk, target.max_seq, target.batch
+    window, longest_chunk, batch = target.window, target.longest_chunk, target.batch
+    max_seq = target.capacity  # the tokens the port holds (one fewer where its static length counts the decode slot)
     anchors = length_anchors(window, longest_chunk, max_seq)
-    placeholders = [getattr(config, name, None) for name in ("image_token_id", "video_token_id", "audio_token_id")]
-    placeholders = [token for token in placeholders if token is not None]
-    token_ids = st.integers(3, min(target.vocab_size, 400)) if images is None else st.one_of(
-        st.integers(3, min(target.vocab_size, 400)), st.sampled_from([*placeholders, 1])
-    )  # fmt: skip
+    text_ids = st.integers(3, min(target.vocab_size, 400))
+    specials = special_ids_of(config) if special_ids else {}
+    token_ids = st.one_of(text_ids, st.sampled_from(sorted(specials.values()))) if specials else text_ids
+    in_prompts = sorted(value for name, value in specials.items() if name != "image_token_id")
     pad = config.get_text_config().pad_token_id
+    keeps = 0 if target.limits.generate_leaves == "all" else 1  # generated tokens its cache leaves out
 
     def per_row(values: st.SearchStrategy[int]) -> st.SearchStrategy[list[int]]:
         return st.lists(values, min_size=batch, max_size=batch)
@@ -77,10 +106,10 @@ def machine_for(target: FuzzTarget, *, images: Any = None) -> type[RuleBasedStat
         def _record(self, **call: Any) -> None:
             self.calls.append(call)
 
-        def _fail(self, message: str) -> None:
+        def _fail(self, message: str, row: Row | None = None) -> None:
             if target.first_failure is None:
                 target.first_failure = (target.examples, time.perf_counter() - target.started)
-            raise Divergence(message, list(self.calls))
+            raise Divergence(message, list(self.calls), row)
 
         def _taken(self, what: str, call: Any) -> Any:
             """``call()``, a call the port must take: what it raises is a failure (``NotExposed`` and an
@@ -97,6 +126,7 @@ def machine_for(target: FuzzTarget, *, images: Any = None) -> type[RuleBasedStat
         def _refused(self, what: str, call: Any, **details: Any) -> None:
             """``call()`` must raise (any error is a refusal; a value is not); ``details`` say what it was."""
             self._record(op="refuse", what=what, **details)
+            target.covered("refusal")
             try:
                 call()
             except Exception as error:  # any error is a refusal; a value is not
@@ -119,7 +149,8 @@ def machine_for(target: FuzzTarget, *, images: Any = None) -> type[RuleBasedStat
             references = {row: target.reference(self._history(row)) for row in observed.logits}
             judgement = judge(references, observed, lambda row: target.second(self._history(row)))
             if judgement.diverged:
-                self._fail(f"logits leave HF's at {judgement.first}")
+                message = f"logits leave HF's at {judgement.first}"
+                self._fail(message, Row("fuzz", message, "max abs diff", judgement.error, judgement.tolerance))
 
         @property
         def lengths(self) -> torch.Tensor:
@@ -138,10 +169,12 @@ def machine_for(target: FuzzTarget, *, images: Any = None) -> type[RuleBasedStat
                 prompt = text_prompt(config, lengths, seed=seed)
             else:
                 prompt = images(data, batch, seed)
+            prompt = with_specials(prompt, data, in_prompts)
             longest = int(prompt.attention_mask.sum(dim=1).max())
             port = target.port(schedule)
             chunks = port.prefill_schedule(longest) if schedule is None else expand_schedule(schedule, longest)
             assume(target.limits.refusal(chunks) is None and not target.splits_an_image(chunks))
+            target.covered("prefill", longest, chunks)
             given = prompt.padded(padding)
             self._record(op="prefill", prompt=given, schedule=schedule, chunks=chunks)
             several = len(chunks) > 1  # the chunk-end logits (a single call's end is the last token)
@@ -178,6 +211,7 @@ def machine_for(target: FuzzTarget, *, images: Any = None) -> type[RuleBasedStat
                     self._refused("decode past max_seq", lambda ids=ids: self.port.decode(ids), kind="decode", ids=ids)
                     return
                 self._record(op="decode", ids=ids)
+                target.covered("decode")
                 logits = self._taken("decode", lambda ids=ids: self.port.decode(ids))
                 for row, position in enumerate(self.lengths.tolist()):
                     observed.add(row, position, logits[row], f"decode step {step}")
@@ -185,15 +219,20 @@ def machine_for(target: FuzzTarget, *, images: Any = None) -> type[RuleBasedStat
             if observed.logits:
                 self._judge(observed)
 
-        @precondition(lambda self: images is None)
         @rule(data=st.data())
         def generate(self, data: st.DataObject) -> None:
             """Greedy generation (the port's own loop), each token HF's argmax over the history before it
             wherever HF's top-2 gap is decided (the token rule; one forward per row, teacher-forced on the
-            port's own tokens); the conversation then holds the prompt and every generated token but the last."""
+            port's own tokens); the conversation then holds the prompt and the generated tokens its cache
+            keeps (every one but the last as HF's loop, or all of them: ``limits.generate_leaves``)."""
             new = data.draw(near([1, window, window + 1], 1, min(window + 2, max_seq - 1)), label="new tokens")
-            lengths = data.draw(per_row(near(anchors, 1, max_seq - new)), label="lengths")
-            prompt = text_prompt(config, lengths, seed=sum(lengths))
+            if images is None:
+                lengths = data.draw(per_row(near(anchors, 1, max_seq - new)), label="lengths")
+                prompt = text_prompt(config, lengths, seed=sum(lengths))
+            else:
+                prompt = images(data, batch, data.draw(st.integers(0, 99), label="seed"))
+                assume(int(prompt.attention_mask.sum(dim=1).max()) + new <= max_seq)
+            target.covered("generate", int(prompt.attention_mask.sum(dim=1).max()))
             port = target.port(None)
             given = prompt.padded(data.draw(st.sampled_from(target.paddings), label="padding"))
             self._record(op="generate", prompt=given, new=new)
@@ -202,7 +241,7 @@ def machine_for(target: FuzzTarget, *, images: Any = None) -> type[RuleBasedStat
             except NotExposed:
                 event("generate: not exposed")
                 return
-            self.port, self.prompt, self.fed = port, prompt, ours[:, : new - 1]
+            self.port, self.prompt, self.fed = port, prompt, ours[:, : new - keeps]
             for row, length in enumerate(prompt.attention_mask.sum(dim=1).tolist()):
                 logits = target.reference(self._history(row))[length - 1 :]  # (new, vocab): each step's choice
                 bound = tolerances.token_bound(logits)

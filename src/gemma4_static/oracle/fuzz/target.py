@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import itertools
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +45,8 @@ class FuzzTarget:
     examples: int = 0  # examples started so far
     first_failure: tuple[int, float] | None = None  # (examples, seconds) when the first one failed
     started: float = field(default_factory=time.perf_counter)
+    max_seconds: float | None = None  # no example starts past this many seconds of the run
+    coverage: Counter = field(default_factory=Counter)  # what the examples drew: calls, lengths, schedules
 
     @classmethod
     def of(
@@ -65,7 +67,56 @@ class FuzzTarget:
             wanted = min(wanted, limits.max_seq)
         batch = 1 if limits.single_row else 2
         paddings = (None,) if limits.padding_side is None else (limits.padding_side,)
-        return cls(name, model, wanted, limits, build, batch, paddings)
+        profile = limits.image_profile if limits.needs_image else None
+        if profile is not None:  # its prompts: the image in its profile, then text past the window's edges
+            wanted = max(wanted, limits.shortest_static_length + 4 * window + 8)
+            wanted = min(wanted, limits.max_seq or wanted)
+        slots = () if profile is None else profile.image_slots
+        return cls(name, model, wanted, limits, build, batch, paddings, slots)
+
+    @property
+    def capacity(self) -> int:
+        """The tokens the port holds at ``max_seq`` (one fewer where its static length counts the decode slot)."""
+        return self.limits.capacity(self.max_seq)
+
+    def out_of_time(self) -> bool:
+        return self.max_seconds is not None and time.perf_counter() - self.started > self.max_seconds
+
+    def covered(self, call: str, length: int | None = None, chunks: list[int] | None = None) -> None:
+        """Count one call the examples made, with its prompt's length and chunks where it prefilled."""
+        self.coverage[call] += 1
+        if length is not None:
+            self.coverage[f"length {length}"] += 1
+        if chunks is not None:
+            self.coverage[f"chunks {len(chunks)}{' uneven' if len(set(chunks[:-1])) > 1 else ''}"] += 1
+
+    def coverage_summary(self) -> str:
+        """What the examples covered, in a line: calls by rule, the prompt lengths and chunkings drawn."""
+        counts = self.coverage
+        calls = ", ".join(f"{counts[c]} {c}" for c in ("prefill", "decode", "generate", "refusal") if counts[c])
+        lengths = sorted(int(key.split()[1]) for key in counts if key.startswith("length "))
+        chunkings = sorted(key.removeprefix("chunks ") for key in counts if key.startswith("chunks "))
+        span = f"{len(lengths)} prompt lengths in [{lengths[0]}, {lengths[-1]}]" if lengths else "no prompt"
+        return f"{calls or 'no call'}; {span}; chunk counts drawn: {', '.join(chunkings) or 'none'}"
+
+    def image_prompts(self) -> Callable[[Any, int, int], Prompt] | None:
+        """A drawer of prompts in the port's image profile (``(data, rows, seed) -> Prompt``: the image,
+        then a drawn number of text tokens up to its capacity), where it needs an image; else ``None``."""
+        profile = self.limits.image_profile
+        if not self.limits.needs_image or profile is None:
+            return None
+
+        from ..references.samples import profile_prompt
+        from .strategies import length_anchors, near
+
+        room = self.capacity - profile.prefix_length
+        anchors = [anchor - profile.prefix_length for anchor in length_anchors(self.window, room, self.capacity)]
+
+        def draw(data: Any, rows: int, seed: int) -> Prompt:
+            text = data.draw(near([a for a in anchors if a >= 1], 1, room), label="text after the image")
+            return profile_prompt(self.model.config, profile, text, seed=seed)
+
+        return draw
 
     @property
     def window(self) -> int:

@@ -24,6 +24,16 @@ SPECIAL_ID_FIELDS = (
 )
 
 
+def special_ids(config) -> dict[str, int]:
+    """Every special id of the model's config by field name: the image, video and audio placeholders,
+    ``boi``/``eoi``, ``boa``/``eoa``, BOS, EOS (its first) and pad, where the vocabulary holds them."""
+    text = config.get_text_config()
+    eos = text.eos_token_id[0] if isinstance(text.eos_token_id, list) else text.eos_token_id
+    found = {field: getattr(config, field, None) for field in SPECIAL_ID_FIELDS}
+    found |= {"bos_token_id": text.bos_token_id, "eos_token_id": eos, "pad_token_id": text.pad_token_id}
+    return {name: value for name, value in found.items() if value is not None and 0 <= value < text.vocab_size}
+
+
 def _text_ids(config, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
     vocab_size = config.get_text_config().vocab_size
     ids = torch.randint(3, vocab_size, shape, generator=generator)
