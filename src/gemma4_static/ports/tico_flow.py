@@ -24,12 +24,12 @@ OWN_STEPS = (
 OWN_DECODE_STEPS, OWN_GENERATED = 4, 16  # StaticGemma4RuntimeConfig's verify_steps and gen_steps
 
 
-def own_flow(runtime: Any, key: str) -> list[OwnCheck]:
+def own_flow(runtime: Any, key: str, room: int) -> list[OwnCheck]:
     """TICO's ``verify_step_*`` functions on ``runtime`` and the prompt its processor knows as
     ``key``, in the order and with the settings of ``run_static_gemma4_runtime`` (4 decode steps, 16
-    generated tokens; no image object: the processor stand-in holds the prompt): per step what it
-    printed, or what it raised. Where its own flow would stop at a step that raises, the later steps
-    still run, except those that need that step's output."""
+    generated tokens, fewer where its layout holds only ``room`` more tokens; no image object: the
+    processor stand-in holds the prompt): per step what it printed, or what it raised. Where its own
+    flow would stop at a step that raises, the later steps still run, but those needing its output."""
     from tico.quantization.recipes.debug import static_gemma4_runtime as flow
 
     results: dict[str, Any] = {}
@@ -43,10 +43,10 @@ def own_flow(runtime: Any, key: str) -> list[OwnCheck]:
         "masks_and_rope": lambda: flow.verify_step_masks_and_rope(runtime, results["build_static_inputs"]),
         "prefill": lambda: flow.verify_step_prefill(runtime, results["build_static_inputs"], key, None),
         "decode": lambda: flow.verify_step_decode(
-            runtime, results["build_static_inputs"], key, None, results["prefill"], OWN_DECODE_STEPS
+            runtime, results["build_static_inputs"], key, None, results["prefill"], min(OWN_DECODE_STEPS, room)
         ),
         "generation": lambda: flow.verify_step_generation(
-            runtime, results["build_static_inputs"], key, None, OWN_GENERATED
+            runtime, results["build_static_inputs"], key, None, min(OWN_GENERATED, room)
         ),
     }
     checks = []

@@ -36,7 +36,7 @@ from .tico_graphs import GraphRecorder
 from .tico_inputs import PromptProcessor, hf_sine, refusal, tico_profiles
 
 # the stages an image's soft tokens reach (every one after fusion, on an image prompt)
-AFTER_FUSION = ("decoder layers", "KV cache", "prefill logits", "decode steps", "schedules", "fuzz")
+AFTER_FUSION = ("decoder layers", "KV cache", "prefill logits", "decode steps", "generation", "schedules", "fuzz")
 # float32 error its folded patch projection costs, relative to the float32 tolerance: measured 1.51x
 # (every-position logits) and 1.31x (decode steps) on e2b-multimodal; beyond 2x a row is something else
 FOLD_SLACK = 2.0
@@ -49,9 +49,8 @@ class TicoGemma4Port(Gemma4Port):
     limits = PortLimits(
         max_batch=1,
         padding_side="right",
-        # its attention wrappers' causal-mask capacity: min(max_position_embeddings, 2048) unless its PTQ
-        # config names a text.max_seq, which the runtime never sets from its layout (a layout past 2048
-        # raises at prefill: docs/findings.md)
+        # its attention wrappers' mask capacity (2048 unless its PTQ config names text.max_seq, which the
+        # runtime never sets from its layout: past 2048 a prefill raises, docs/findings.md)
         max_seq=2048,
         images=True,
         needs_image=True,
@@ -86,16 +85,13 @@ class TicoGemma4Port(Gemma4Port):
         self.bidirectional = model.config.get_text_config().use_bidirectional_attention == "vision"
 
     def explain(self, row: Any) -> str | None:
-        """Two divergences TICO's own code accounts for, each only where it holds for this run:
-
-        - on a model with bidirectional attention inside image blocks
-          (``use_bidirectional_attention="vision"``), its masks stay causal over image tokens, as E2B's
-          are (its runtime is written for E2B, whose config leaves the field unset);
-        - its vision prefill folds ``2 (x - 0.5)`` into the patch projection (its
-          ``QuantGemma4VisionPatchEmbedder`` docstring: no Sub or Mul in the Circle graph), which in
-          float32 leaves the soft tokens about ten times further from float64 than HF's (the folded
-          bias ``-sum(W)`` cancels against ``2Wx``); every stage after fusion carries it, a row up to
-          :data:`FOLD_SLACK` times its tolerance."""
+        """Two divergences TICO's own code accounts for, each only where it holds for this run: on a
+        model with bidirectional attention inside image blocks (``use_bidirectional_attention="vision"``)
+        its masks stay causal over image tokens, as E2B's; its vision prefill folds ``2 (x - 0.5)`` into
+        the patch projection (``QuantGemma4VisionPatchEmbedder``: no Sub or Mul in the Circle graph),
+        which in float32 leaves the soft tokens ~10x further from float64 than HF's (the folded bias
+        ``-sum(W)`` cancels against ``2Wx``), carried by every stage after fusion, a row up to
+        :data:`FOLD_SLACK` times its tolerance."""
         if self.bidirectional and row.stage in ("masks vision", *AFTER_FUSION):
             return (
                 f"{self.name} builds masks causal over image tokens, as E2B's (use_bidirectional_attention "
@@ -120,7 +116,6 @@ class TicoGemma4Port(Gemma4Port):
         with torch.no_grad():
             return self.runtime.token_embedding(input_ids)
 
-    # -- the conversation
     @contextlib.contextmanager
     def _quiet(self) -> Iterator[None]:
         """TICO prints as it goes (each generated token); its lines are kept, off the report."""
@@ -251,4 +246,5 @@ class TicoGemma4Port(Gemma4Port):
     # -- its own verification flow
     def own_checks(self, prompt: Prompt) -> list[OwnCheck]:
         """TICO's ``verify_step_*`` functions on this runtime and ``prompt`` (:mod:`.tico_flow`)."""
-        return own_flow(self.runtime, self.processor.key(prompt))
+        room = self.limits.capacity(self.setup.max_seq) - prompt.input_ids.shape[1]
+        return own_flow(self.runtime, self.processor.key(prompt), room)

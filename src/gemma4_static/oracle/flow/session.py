@@ -10,7 +10,7 @@ import contextlib
 import copy
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -140,8 +140,7 @@ class Session:
         """``max_seq`` within the port's own ``limits.max_seq``."""
         return min(max_seq, self.port.limits.max_seq or max_seq)
 
-    def static_length(self, needed: int) -> int:
-        """A static length for a check that needs ``needed`` slots, within the port's limits."""
+    def static_length(self, needed: int) -> int:  # within the port's limits (its image profile's span too)
         return self.capped(max(needed, self.port.limits.shortest_static_length))
 
     @contextlib.contextmanager
@@ -151,6 +150,7 @@ class Session:
         this runtime's calibrated ranges, another port in its own recipe). ``NotExposed`` when ``setup``
         exceeds the port's limits."""
         limits = self.port.limits
+        setup = replace(setup, max_seq=max(setup.max_seq, limits.shortest_static_length))  # its image's slot
         if limits.max_seq is not None and setup.max_seq > limits.max_seq:
             raise NotExposed(f"{self.port.name} takes max_seq up to {limits.max_seq}; this check needs {setup.max_seq}")
         quant = None if self.scheme is None else self.scheme.name

@@ -7,7 +7,6 @@ row's whole token history (:mod:`.episode`), generation by the token rule. A fai
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
@@ -25,7 +24,7 @@ from ..flow.port_calls import raised_in
 from ..references.samples import special_ids as special_ids_of
 from ..references.samples import text_prompt
 from .episode import Observed, judge
-from .strategies import boundaries, length_anchors, near, schedules
+from .strategies import boundaries, length_anchors, near, schedules, with_specials
 from .target import FuzzTarget
 
 
@@ -51,27 +50,6 @@ def decode_before_prefill(target: FuzzTarget) -> Divergence | None:
     what = "decode before any prefill"
     calls = [{"op": "refuse", "what": what, "kind": "fresh decode", "ids": ids}]
     return Divergence(f"the port accepted a call it must refuse: {what}", calls)
-
-
-def with_specials(prompt: Prompt, data: st.DataObject, specials: list[int]) -> Prompt:
-    """``prompt`` with up to three of its text tokens (past the first; not an image's placeholders nor
-    the ``boi``/``eoi`` around them) replaced by drawn special ids, in half the examples."""
-    if not specials or not data.draw(st.booleans(), label="special ids in the prompt"):
-        return prompt
-    ids, filled = prompt.input_ids.clone(), prompt.filled
-    for row in range(ids.shape[0]):
-        framed = {
-            position
-            for (start, count), image in zip(prompt.image_slots, filled[row].tolist(), strict=True)
-            if image
-            for position in range(start - 1, start + count + 1)
-        }
-        text = [position for position in range(1, int(prompt.attention_mask[row].sum())) if position not in framed]
-        for position in (
-            data.draw(st.lists(st.sampled_from(text), max_size=3, unique=True), label="where") if text else []
-        ):
-            ids[row, position] = data.draw(st.sampled_from(specials), label="special id")
-    return dataclasses.replace(prompt, input_ids=ids)
 
 
 def machine_for(target: FuzzTarget, *, images: Any = None, special_ids: bool = True) -> type[RuleBasedStateMachine]:

@@ -3,12 +3,14 @@ multiples, the port's longest chunk, ``max_seq``) drawn as often as any other va
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterable
 
 from hypothesis import strategies as st
 
 from ...cpu.schedule import expand_schedule
+from ...ports.prompt import Prompt
 
 NEAR = (-2, -1, 0, 1, 2)
 
@@ -46,3 +48,24 @@ def boundaries(schedule: tuple[int, ...] | None, max_seq: int) -> list[int]:
     if schedule is None:
         return []
     return list(itertools.accumulate(expand_schedule(schedule, max_seq)))
+
+
+def with_specials(prompt: Prompt, data: st.DataObject, specials: list[int]) -> Prompt:
+    """``prompt`` with up to three of its text tokens (past the first; not an image's placeholders nor
+    the ``boi``/``eoi`` around them) replaced by drawn special ids, in half the examples."""
+    if not specials or not data.draw(st.booleans(), label="special ids in the prompt"):
+        return prompt
+    ids, filled = prompt.input_ids.clone(), prompt.filled
+    for row in range(ids.shape[0]):
+        framed = {
+            position
+            for (start, count), image in zip(prompt.image_slots, filled[row].tolist(), strict=True)
+            if image
+            for position in range(start - 1, start + count + 1)
+        }
+        text = [position for position in range(1, int(prompt.attention_mask[row].sum())) if position not in framed]
+        for position in (
+            data.draw(st.lists(st.sampled_from(text), max_size=3, unique=True), label="where") if text else []
+        ):
+            ids[row, position] = data.draw(st.sampled_from(specials), label="special id")
+    return dataclasses.replace(prompt, input_ids=ids)
