@@ -172,9 +172,9 @@ def test_finding_a_layout_past_2048_raises_at_prefill(model):
     capacity of their PTQ config's default (2048): its first prefill raises."""
     runtime = tico_runtime_for(model, 2049)
     batch, _ = profile_batch(model, 2049, [7])
-    with pytest.raises(RuntimeError, match="Key length exceeds causal mask capacity: k_len=2049, capacity=2048"):
-        with contextlib.redirect_stdout(io.StringIO()):
-            runtime.prefill(batch)
+    capacity = "Key length exceeds causal mask capacity: k_len=2049, capacity=2048"
+    with pytest.raises(RuntimeError, match=capacity), contextlib.redirect_stdout(io.StringIO()):
+        runtime.prefill(batch)
 
 
 def test_finding_its_own_vision_step_raises_on_this_transformers(model):
