@@ -64,8 +64,7 @@ def static_input_row(prompt: Prompt, ids: torch.Tensor, valid: torch.Tensor, con
     valid_expected = torch.zeros_like(valid, dtype=torch.bool)
     valid_expected[:, :length] = prompt.attention_mask.bool()
     mismatches = int((ids != padded).sum()) + int((valid.bool() != valid_expected).sum())
-    check = f"ids (placeholders as pad), valid mask, padded to {ids.shape[1]}"
-    return count_row("static inputs", check, "mismatched entries", mismatches)
+    return count_row("static inputs", "ids (placeholders as pad), valid mask", "mismatched entries", mismatches)
 
 
 def embedding_row(model: Any, port: Gemma4Port, ids: torch.Tensor) -> Row:
@@ -218,8 +217,9 @@ def export_rows(cases: list[StageCase]) -> list[Row]:
 
 def replay_rows(case: StageCase, program: torch.export.ExportedProgram) -> list[Row]:
     """``program`` (``case`` exported, or saved and loaded again) replays the eager output of
-    ``case``, output by output."""
-    eager = _flatten(case.module(*case.args, **case.kwargs))
+    ``case``, output by output, on the same inputs (the eager outputs kept first: a stage that writes
+    into its inputs, so is not a function of them, leaves the program other inputs and fails)."""
+    eager = [output.clone() for output in _flatten(case.module(*case.args, **case.kwargs))]  # not views of inputs
     exported = _flatten(program.module()(*case.args, **case.kwargs))
     rows = []
     for index, (mine, reference) in enumerate(zip(exported, eager, strict=True)):

@@ -5,6 +5,7 @@ exported graphs. A stage a port does not expose is one SKIP row with the reason.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import torch
@@ -15,6 +16,7 @@ from ..checks.report import Row, merge, merge_by
 from ..numerics.parity_numerics import hf_score_bound, mask_value_check
 from ..references.hf import ATTN_IMPLEMENTATIONS, hf_rope
 from ..references.layouts import valid_mask
+from ..references.samples import Prompt
 from .port_calls import guarded, port_prefill
 from .session import Session
 
@@ -22,14 +24,29 @@ UNWRITTEN = 4  # static slots past a decode's position that must stay invisible
 
 
 def static_input_rows(session: Session) -> Iterator[Row]:
-    """The port's static inputs for the sample prompt vs what HF's language model sees."""
-    prompt = session.port_prompt
-    check = "ids (placeholders as pad), valid mask"
+    """The port's static inputs vs what HF's language model sees, for the sample prompt and (a port
+    built for it) for its first row with every special id but the image placeholder after it
+    (:func:`.verify_steps.with_special_ids`)."""
+    from .verify_steps import with_special_ids  # the decode group's prompt of special ids
+
+    def row(port: Gemma4Port, what: str, prompt: Prompt) -> Row:
+        ids, valid = port.static_inputs(prompt)
+        return dataclasses.replace(
+            parity.static_input_row(prompt, ids, valid, session.config),
+            check=f"{what}: ids (placeholders as pad), valid mask",
+        )
+
     yield from guarded(
-        "static inputs",
-        check,
-        lambda: [parity.static_input_row(prompt, *session.port.static_inputs(prompt), session.config)],
+        "static inputs", "sample prompt", lambda: [row(session.port, "sample prompt", session.port_prompt)]
     )
+    special = with_special_ids(session)[0].padded(session.port.limits.padding_side)
+    setup = PortSetup(session.static_length(special.input_ids.shape[1] + 1), 1, special.image_slots)
+
+    def special_row() -> list[Row]:
+        with session.built(setup) as port:
+            return [row(port, "special ids", special)]
+
+    yield from guarded("static inputs", "special ids", special_row)
 
 
 def decode_positions(window: int) -> list[int]:

@@ -12,7 +12,7 @@ from ...ports.base import PortSetup
 from ..checks import parity, tolerances
 from ..checks.report import Row, merge, merge_by, skip_row
 from ..references.hf import hf_decode_logits, hf_prefill
-from ..references.samples import special_ids, text_prompt
+from ..references.samples import Prompt, special_ids, text_prompt
 from . import verify_host, verify_numerics
 from .port_calls import guarded, port_prefill
 from .sample_plan import SEEDS
@@ -53,19 +53,23 @@ def decode_rows(session: Session) -> Iterator[Row]:
     yield from guarded("conversation", "prefill again", lambda: [new_conversation_row(session)])
 
 
-def special_id_rows(session: Session) -> list[Row]:
-    """Every special id fed on purpose: inside a prompt (the sample prompt's first row, then every
-    special id but the image placeholder, which marks where an image's soft tokens go: HF refuses
-    one beside images whose count it breaks, and a static layout one outside its image slots) and
-    then each special id as a decode input, against HF (which maps every placeholder to the pad id on
-    every forward, decode included)."""
+def with_special_ids(session: Session) -> tuple[Prompt, dict[str, int]]:
+    """The sample prompt's first row with every special id of the model but the image placeholder
+    after it (that one marks where an image's soft tokens go: HF refuses one beside images whose count
+    it breaks, a static layout one outside its image slots), and the special ids by name."""
     specials = special_ids(session.config)
     row = session.prompt.row(0)
-    inside = [value for name, value in specials.items() if name != "image_token_id"]
-    ids = torch.cat((row.input_ids, torch.tensor([inside])), dim=1)
-    prompt = dataclasses.replace(row, input_ids=ids, attention_mask=torch.ones_like(ids))
+    inside = torch.tensor([[value for name, value in specials.items() if name != "image_token_id"]])
+    ids = torch.cat((row.input_ids, inside), dim=1)
+    return dataclasses.replace(row, input_ids=ids, attention_mask=torch.ones_like(ids)), specials
+
+
+def special_id_rows(session: Session) -> list[Row]:
+    """Every special id fed on purpose, against HF (which maps every placeholder to the pad id on every
+    forward, decode included): inside a prompt (:func:`with_special_ids`), then each as a decode input."""
+    prompt, specials = with_special_ids(session)
     fed = torch.tensor([list(specials.values())])
-    setup = PortSetup(session.static_length(ids.shape[1] + fed.shape[1] + 2), 1, prompt.image_slots)
+    setup = PortSetup(session.static_length(prompt.input_ids.shape[1] + fed.shape[1] + 2), 1, prompt.image_slots)
     with session.built(setup) as port:
         first = port_prefill(port, prompt.padded(port.limits.padding_side))
         if isinstance(first, Exception):
@@ -73,8 +77,8 @@ def special_id_rows(session: Session) -> list[Row]:
         ours = parity.port_decode(port, fed)[0]
     theirs = hf_decode_logits(session.model, prompt, fed)[0]
     names = list(specials)
-    listed = ", ".join(name.removesuffix("_token_id") for name, value in specials.items() if value in inside)
-    check = f"{len(inside)} special ids at a prompt's end ({listed})"
+    inside = [name.removesuffix("_token_id") for name in names if name != "image_token_id"]
+    check = f"{len(inside)} special ids at a prompt's end ({', '.join(inside)})"
     prefill = parity.stage_row(
         "prefill logits", check, first.logits[0], hf_prefill(session.model, prompt).logits[0, -1], session.dtype
     )
