@@ -19,8 +19,6 @@ def test_only_the_stage_a_fault_breaks_fails(fault, tiny_model, report):
     result = verify(tiny_model, port=f"{MODULE}:{fault.__name__}", checks=CHECKED)
     failed = sorted({row.stage for row in result.rows if row.failed})
     assert failed == sorted(CAUGHT_BY.get(fault, ())), result.verdict.summary()
-    compared = result.verdict.compared_stages
-    assert {"static inputs", "masks decode", "RoPE decode", "mask value", "KV cache", "export round-trip"} <= set(
-        compared
-    )
+    host = {"static inputs", "masks decode", "RoPE decode", "mask value", "KV cache", "export round-trip"}
+    assert host - set(failed) <= set(result.verdict.compared_stages)  # a broken stage may raise instead
     report(f"{fault.__name__}: caught by {failed or 'nothing (no fault)'}")
