@@ -41,7 +41,8 @@ from executorch.examples.models.gemma4.text_decoder.gemma4_transformer import Ge
 from gemma4_static.ports.base import NotExposed, PortSetup  # noqa: E402
 from gemma4_static.ports.executorch_gemma4 import ExecuTorchGemma4Port  # noqa: E402
 from gemma4_static.ports.prompt import Prompt  # noqa: E402
-from gemma4_static.ports.qnn_gemma4 import QnnGemma4Port, mask_update_defect  # noqa: E402
+from gemma4_static.ports.qnn_gemma4 import QnnGemma4Port  # noqa: E402
+from gemma4_static.ports.qnn_support import mask_update_defect  # noqa: E402
 
 
 @pytest.mark.parametrize(

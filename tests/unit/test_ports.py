@@ -10,7 +10,7 @@ import torch
 
 from gemma4_static.oracle.flow.port_calls import make_port
 from gemma4_static.ports import Gemma4Port, NotExposed, PortSetup
-from gemma4_static.ports.qnn_gemma4 import mask_update_defect
+from gemma4_static.ports.qnn_support import mask_update_defect
 from gemma4_static.ports.registry import BUILT_IN, build_port, port_factory
 from gemma4_static.ports.static import StaticRuntimePort
 

@@ -15,12 +15,9 @@ is quantized by its export's own recipe, eager, with a float switch per group
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
-import logging
 import tempfile
-from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -29,60 +26,13 @@ import torch
 
 from ..cpu.schedule import chunk_starts, expand_schedule
 from ..quant.schemes import PORT_SCHEMES
-from ..spec import read_text_config, text_module
+from ..spec import text_module
 from .base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
 from .checkpoint_layout import save_released_layout
+from .executorch_config import executorch_config, quiet_converter, text_decoder_placeholders
 from .executorch_recipe import quantization_switches, quantized_by_its_recipe
 from .hooks import captured_layers, captured_output
 from .prompt import Prompt
-
-
-def executorch_config(model: Any, max_seq: int) -> Any:
-    """ExecuTorch's ``Gemma4Config`` for an HF Gemma 4 model, read from the live config object."""
-    from executorch.examples.models.gemma4.text_decoder import Gemma4Config
-
-    text = model.config.get_text_config()
-    view = read_text_config(text)
-    full, sliding = view.spec("full_attention"), view.spec("sliding_attention")
-    first_sliding = text.per_layer_config[view.layer_types.index("sliding_attention")]
-    return Gemma4Config(
-        hidden_size=text.hidden_size,
-        num_hidden_layers=text.num_hidden_layers,
-        num_attention_heads=text.num_attention_heads,
-        num_key_value_heads=sliding.num_kv_heads,
-        head_dim=sliding.head_dim,
-        global_head_dim=full.head_dim,
-        vocab_size=text.vocab_size,
-        intermediate_size=first_sliding.intermediate_size,
-        use_double_wide_mlp=text.use_double_wide_mlp,
-        rms_norm_eps=text.rms_norm_eps,
-        rope_theta=full.rope.theta,
-        rope_local_base_freq=sliding.rope.theta,
-        partial_rotary_factor=full.rope.partial_rotary_factor,
-        sliding_window=view.sliding_window,
-        layer_types=list(view.layer_types),
-        final_logit_softcapping=text.final_logit_softcapping or 0.0,
-        hidden_size_per_layer_input=text.hidden_size_per_layer_input,
-        vocab_size_per_layer_input=text.vocab_size_per_layer_input,
-        num_kv_shared_layers=text.num_kv_shared_layers,
-        tie_word_embeddings=True,
-        max_seq_len=max_seq,
-        max_context_len=max_seq,
-        use_custom_sdpa=False,
-    )
-
-
-@contextlib.contextmanager
-def quiet_converter() -> Iterator[None]:
-    """The upstream converter logs a warning per key it does not map (every vision weight of a
-    multimodal checkpoint); those stay out of the report while it runs."""
-    converter = logging.getLogger("executorch.examples.models.gemma4.text_decoder.convert_weights")
-    level = converter.level
-    converter.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        converter.setLevel(level)
 
 
 class ExecuTorchGemma4Port(Gemma4Port):
@@ -107,7 +57,7 @@ class ExecuTorchGemma4Port(Gemma4Port):
         self.version = metadata.version("executorch")
         self.setup = setup
         self.limits = dataclasses.replace(self.limits, max_chunk=max(1, setup.max_seq - 1))
-        self.config = executorch_config(model, setup.max_seq)
+        self.config, self.model_config = executorch_config(model, setup.max_seq), model.config
         self.model = Gemma4ForCausalLM(self.config).eval()
         with tempfile.TemporaryDirectory() as folder, quiet_converter():
             save_released_layout(model, Path(folder))
@@ -146,13 +96,15 @@ class ExecuTorchGemma4Port(Gemma4Port):
                 self.model.set_submodule(path, quantized if group in groups else float_module)
 
     def explain(self, row: Any) -> str | None:
-        """A RoPE row in a low-precision profile, while its model holds its RoPE frequencies in that
+        """A placeholder row on a multimodal model (:func:`.executorch_config.text_decoder_placeholders`),
+        or a RoPE row in a low-precision profile, while its model holds its RoPE frequencies in that
         dtype: it casts the whole model (as its export's ``Gemma4Model(dtype=torch.bfloat16)``
         default does), the ``inv_freq`` buffer included, so its angles come from rounded
         frequencies (HF's own model cast to that dtype does the same)."""
+        placeholders = text_decoder_placeholders(self.name, row, self.model_config)
         frequencies = self._attention("full_attention").inv_freq.dtype
-        if row.stage != "RoPE" or frequencies == torch.float32:
-            return None
+        if placeholders or row.stage != "RoPE" or frequencies == torch.float32:
+            return placeholders
         return (
             f"{self.name} casts its whole model to {str(frequencies).removeprefix('torch.')}, RoPE inv_freq "
             "included: angles from rounded frequencies, off more the further the position (as HF's own cast model)"
@@ -190,6 +142,33 @@ class ExecuTorchGemma4Port(Gemma4Port):
             pairs = [attention._get_rope_freqs(row, row.numel()) for row in position_ids]
             tables[layer_type] = tuple(torch.stack(part).to(dtype) for part in zip(*pairs, strict=True))
         return tables
+
+    def decode_masks(self, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Its decode step's masks (``_build_attn_mask`` at the position, over its ``max_seq`` cache
+        slots, slot ``p`` holding position ``p``)."""
+        if attention_mask.shape[0] != 1 or not bool(attention_mask.bool().all()):
+            raise NotExposed(f"{self.name} decodes one unpadded row")
+        position = torch.tensor([attention_mask.shape[1] - 1])
+        return {
+            layer_type: (self._attention(layer_type)._build_attn_mask(position, 1, self.setup.max_seq) == 0)
+            for layer_type in ("full_attention", "sliding_attention")
+        }
+
+    def decode_rope(self, position: int, dtype: torch.dtype) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        return self.rope(torch.tensor([[position]]), dtype)
+
+    def mask_fill_value(self) -> float:
+        """Its masks' forbidden entries: ``-inf`` (it takes no padding, so no query row is ever all masked)."""
+        return float(self._attention("full_attention").causal_mask.min())
+
+    def cache_kv(self, row: int, positions: list[int]) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+        """Its in-program caches (``Gemma4KVCache``, slot ``p`` holding position ``p``) of the producing layers."""
+        index = torch.tensor(positions)
+        return {
+            layer: (cache.k_cache[row][:, index], cache.v_cache[row][:, index])
+            for layer, cache in enumerate(attention.self_attn.kv_cache for attention in self._layers)
+            if cache is not None
+        }
 
     def token_embedding(self, input_ids: torch.Tensor) -> torch.Tensor:
         decoder = self.model.model.self_decoder

@@ -55,3 +55,11 @@ class HostStages:
         inputs of one real call each, e.g. captured in its last prefill and decode step); each is
         exported with ``torch.export`` and must replay its eager output."""
         raise self._missing("its export modules")
+
+
+def appended_to_absolute(slots: torch.Tensor, past: int) -> torch.Tensor:
+    """Decode masks ``(B, K)`` of a port whose decode attends its past storage (slot ``p`` holding
+    position ``p``) then the new token in the last slot, over absolute positions: the new token's slot
+    at ``past``, the storage slot ``past`` (nothing written there yet) moved to the end."""
+    storage, current = slots[:, :-1], slots[:, -1:]
+    return torch.cat((storage[:, :past], current, storage[:, past + 1 :], storage[:, past : past + 1]), dim=1)

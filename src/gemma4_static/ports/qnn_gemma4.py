@@ -19,10 +19,7 @@ same allow-list of keys KV-shared layers lack as the ExecuTorch port."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import tempfile
-import types
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -33,50 +30,13 @@ from ..cpu.schedule import chunk_starts, expand_schedule
 from ..spec import text_module
 from .base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
 from .checkpoint_layout import save_released_layout
-from .executorch_gemma4 import executorch_config, quiet_converter
+from .executorch_config import executorch_config, quiet_converter, text_decoder_placeholders
+from .host_stages import appended_to_absolute
 from .prompt import Prompt
+from .qnn_support import mask_update_defect, stub_package
 
 LLAMA_PACKAGE = "executorch.examples.qualcomm.oss_scripts.llama"
 PREFILL_AR_LEN = 32  # oss_scripts/llama/llama.py: --prefill_ar_len's default
-
-
-def _stub_package(name: str) -> None:
-    """Make ``name`` importable as a package without running its ``__init__`` (its submodules
-    still load from the same folder)."""
-    if name in sys.modules:
-        return
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.submodule_search_locations is None:
-        raise ModuleNotFoundError(f"no package {name}")
-    package = types.ModuleType(name)
-    package.__path__ = list(spec.submodule_search_locations)
-    package.__package__ = name
-    sys.modules[name] = package
-
-
-def mask_update_defect(masking: Any) -> str | None:
-    """What ``smart_mask_update`` of Qualcomm's ``masking_utils`` gets wrong on the smallest case
-    (three tokens cached in a context of 8, sliding window 2), or ``None`` once it is right. It
-    indexes the head axis of the 4-D masks it builds (``[B, 1, ar_len, context]``) as if they were
-    ``[B, ar_len, context]``: a decode program's causal update opens every slot (unwritten ones
-    too), its sliding update closes every slot (its own too), a program of ``ar_len > 1`` raises."""
-    causal = masking.CausalAttentionMask(1, 1, 8)
-    causal.smart_mask_update(0, 3, None)
-    sliding = masking.SlidingWindowAttentionMask(1, 1, 8, sliding_window=2)
-    sliding.smart_mask_update(0, 3, None)
-    open_causal, open_sliding = (int((m.mask[0, 0, 0] == 0).sum()) for m in (causal, sliding))
-    try:
-        masking.SlidingWindowAttentionMask(1, 4, 8, sliding_window=2).smart_mask_update(0, 4, None)
-        raises = ""
-    except IndexError as error:
-        raises = f"; ar_len 4 raises IndexError ({error})"
-    if (open_causal, open_sliding, raises) == (4, 2, ""):
-        return None
-    return (
-        "masking_utils smart_mask_update indexes the mask's head axis: after 3 cached tokens a decode "
-        f"step sees {open_causal} of 8 keys under the causal mask (expected 4) and {open_sliding} under "
-        f"the sliding one (expected 2){raises}"
-    )
 
 
 class QnnGemma4Port(Gemma4Port):
@@ -89,7 +49,7 @@ class QnnGemma4Port(Gemma4Port):
     )
 
     def __init__(self, model: Any, setup: PortSetup) -> None:
-        _stub_package(LLAMA_PACKAGE)
+        stub_package(LLAMA_PACKAGE)
         from executorch.examples.models.gemma4.text_decoder import convert_hf_to_custom
         from executorch.examples.qualcomm.oss_scripts.gemma4.model_wrapper import Gemma4TextModelWrapper
         from executorch.examples.qualcomm.oss_scripts.gemma4.text_decoder.convert_weights import remap_keys
@@ -102,7 +62,7 @@ class QnnGemma4Port(Gemma4Port):
         schedule = setup.prefill_schedule or (PREFILL_AR_LEN,)
         self.chunk = max(1, min(max(schedule), setup.max_seq - 1))
         self.context = setup.max_seq + self.chunk  # room for a full last chunk past the prompt
-        self.config = executorch_config(model, setup.max_seq)
+        self.config, self.model_config = executorch_config(model, setup.max_seq), model.config
         self.config.max_context_len = self.context
         self.config.max_batch_size = 1
         with tempfile.TemporaryDirectory() as folder, quiet_converter():
@@ -128,14 +88,18 @@ class QnnGemma4Port(Gemma4Port):
         self._reset()
 
     def explain(self, row: Any) -> str | None:
-        """The divergence of its ``masking_utils`` (docs/findings.md),
+        """A placeholder row on a multimodal model (:func:`.executorch_config.text_decoder_placeholders`);
+        the divergence of its ``masking_utils`` (docs/findings.md),
         only while :func:`mask_update_defect` still reproduces it on the installed version: a
-        decode, generation, schedules or fuzz row (each runs a program after its first call), or a row
+        decode, generation, schedules or fuzz row (each runs a program after its first call), its decode
+        masks, the cache decode steps wrote, or a row
         naming ``masking_utils`` (the ``IndexError`` of a program of ``ar_len > 1`` after its first
         call)."""
-        after_a_call = ("decode steps", "generation", "schedules", "fuzz")
-        if "masking_utils" not in row.detail + row.raised and row.stage not in after_a_call:
-            return None
+        placeholders = text_decoder_placeholders(self.name, row, self.model_config)
+        after_a_call = ("masks decode", "decode steps", "generation", "schedules", "fuzz")
+        cache_after = row.stage == "KV cache" and "decode steps" in row.check  # written by decode steps
+        if placeholders or ("masking_utils" not in row.detail + row.raised and row.stage not in after_a_call):
+            return placeholders or (mask_update_defect(self.masking) if cache_after else None)
         return mask_update_defect(self.masking)
 
     def _reset(self) -> None:
@@ -201,6 +165,36 @@ class QnnGemma4Port(Gemma4Port):
             cos, sin = (getattr(wrapper, f"{prefix}_freqs_{part}")[position_ids] for part in ("cos", "sin"))
             tables[layer_type] = (torch.cat((cos, cos), dim=-1).to(dtype), torch.cat((sin, sin), dim=-1).to(dtype))
         return tables
+
+    def decode_masks(self, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Its decode program's masks as its runner builds them after ``P`` tokens (fresh masks and one
+        smart update), over its cache slots then the new token's: over absolute positions."""
+        if attention_mask.shape[0] != 1 or not bool(attention_mask.bool().all()):
+            raise NotExposed(f"{self.name} decodes one unpadded row")
+        kept, self.position = self.position, attention_mask.shape[1] - 1
+        try:
+            causal, sliding = self._masks(1)
+        finally:
+            self.position, past = kept, attention_mask.shape[1] - 1
+        return {
+            name: appended_to_absolute(mask[:, 0, 0] == 0, past)
+            for name, mask in (("full_attention", causal), ("sliding_attention", sliding))
+        }
+
+    def decode_rope(self, position: int, dtype: torch.dtype) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        return self.rope(torch.tensor([[position]]), dtype)
+
+    def mask_fill_value(self) -> float:
+        return float(self.masking.PADDING_MASK_VALUE)
+
+    def cache_kv(self, row: int, positions: list[int]) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+        """Its host-held caches of the producing ("self decoder") layers: K as ``(heads, dim,
+        slots)``, V as ``(heads, slots, dim)``, slot ``p`` holding position ``p``."""
+        index = torch.tensor(positions)
+        return {
+            layer: (k[row][..., index].transpose(-1, -2), v[row][:, index])
+            for layer, (k, v) in enumerate(zip(self.k_cache, self.v_cache, strict=True))
+        }
 
     def token_embedding(self, input_ids: torch.Tensor) -> torch.Tensor:
         decoder = self.programs[1].model.self_decoder

@@ -30,6 +30,7 @@ import torch
 
 from ..export import StageCase
 from .base import Gemma4Port, NotExposed, OwnCheck, PortLimits, PortPrefill, PortSetup
+from .host_stages import appended_to_absolute
 from .prompt import Prompt
 from .tico_flow import own_flow
 from .tico_graphs import GraphRecorder
@@ -201,20 +202,12 @@ class TicoGemma4Port(Gemma4Port):
 
     def decode_masks(self, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
         """Its decode masks over ``max_seq`` slots (past storage ``[0, max_seq - 1)``, slot ``p`` holding
-        position ``p``, then the current token in the last slot) mapped to absolute positions: the
-        current token's slot at ``P``, the unwritten storage slot ``P`` moved to the end."""
+        position ``p``, then the current token in the last slot) over absolute positions."""
         if attention_mask.shape[0] != 1 or not bool(attention_mask.bool().all()):
             raise NotExposed(f"{self.name} decodes one unpadded row")
         past = attention_mask.shape[1] - 1
         masks, _ = self._decode_tables(past, torch.float32)
-        visible = {}
-        for name, mask in masks.items():
-            slots = mask[:, 0] == 0  # (1, max_seq)
-            storage, current = slots[:, :-1], slots[:, -1:]
-            visible[name] = torch.cat(
-                (storage[:, :past], current, storage[:, past + 1 :], storage[:, past : past + 1]), 1
-            )
-        return visible
+        return {name: appended_to_absolute(mask[:, 0] == 0, past) for name, mask in masks.items()}
 
     def decode_rope(self, position: int, dtype: torch.dtype) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         _, tables = self._decode_tables(position, dtype)

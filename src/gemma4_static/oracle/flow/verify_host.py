@@ -98,8 +98,13 @@ def decode_rope_rows(session: Session, port: Gemma4Port, capacity: int) -> Itera
 def mask_value_rows(session: Session) -> Iterator[Row]:
     """The port's additive mask value against the score range the model's layers can produce, over
     the keys of its static length (:func:`..numerics.parity_numerics.mask_value_check`)."""
-    fill = session.port.mask_fill_value()
-    yield from mask_value_check(fill, session.dtype, session.setup.max_seq, hf_score_bound(session.model))
+    port = session.port
+    rows = mask_value_check(port.mask_fill_value(), session.dtype, session.setup.max_seq, hf_score_bound(session.model))
+    yield rows[0]
+    if port.limits.padding_side is None:  # no padding, so no query row all masked for an overflow to turn to NaN
+        yield dataclasses.replace(rows[1], skipped=f"{port.name} takes no padding: no query row is ever all masked")
+    else:
+        yield rows[1]
 
 
 def kv_rows(session: Session, tokens: torch.Tensor | None = None) -> Iterator[Row]:

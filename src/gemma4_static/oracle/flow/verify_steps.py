@@ -53,21 +53,35 @@ def decode_rows(session: Session) -> Iterator[Row]:
     yield from guarded("conversation", "prefill again", lambda: [new_conversation_row(session)])
 
 
-def with_special_ids(session: Session) -> tuple[Prompt, dict[str, int]]:
-    """The sample prompt's first row with every special id of the model but the image placeholder
-    after it (that one marks where an image's soft tokens go: HF refuses one beside images whose count
-    it breaks, a static layout one outside its image slots), and the special ids by name."""
-    specials = special_ids(session.config)
+def with_special_ids(session: Session, kinds: tuple[str, ...] = ("other", "placeholder")) -> tuple[Prompt, dict]:
+    """The sample prompt's first row with the model's special ids of ``kinds`` after it
+    (:func:`~..references.samples.special_ids`; never the image placeholder there: it marks where an
+    image's soft tokens go, HF refuses one beside images whose count it breaks, a static layout one
+    outside its image slots), and those special ids by name."""
+    specials = {name: value for name, value in special_ids(session.config).items() if kind_of(name) in kinds}
     row = session.prompt.row(0)
-    inside = torch.tensor([[value for name, value in specials.items() if name != "image_token_id"]])
+    inside = torch.tensor([[value for name, value in specials.items() if name != "image_token_id"]], dtype=torch.long)
     ids = torch.cat((row.input_ids, inside), dim=1)
     return dataclasses.replace(row, input_ids=ids, attention_mask=torch.ones_like(ids)), specials
 
 
+def kind_of(name: str) -> str:
+    """``"placeholder"`` for the image, video and audio placeholders (what HF's multimodal forward maps
+    to the pad id), ``"other"`` for the rest (``boi``/``eoi``, ``boa``/``eoa``, BOS, EOS, pad)."""
+    return "placeholder" if name in parity.PLACEHOLDER_FIELDS else "other"
+
+
 def special_id_rows(session: Session) -> list[Row]:
-    """Every special id fed on purpose, against HF (which maps every placeholder to the pad id on every
-    forward, decode included): inside a prompt (:func:`with_special_ids`), then each as a decode input."""
-    prompt, specials = with_special_ids(session)
+    """Every special id fed on purpose, against HF (whose multimodal forward maps every placeholder to
+    the pad id, decode included): the placeholders and the other special ids each inside a prompt
+    (:func:`with_special_ids`), then each as a decode input; one row each."""
+    return [row for kind in ("other", "placeholder") for row in _special_rows(session, kind)]
+
+
+def _special_rows(session: Session, kind: str) -> list[Row]:
+    prompt, specials = with_special_ids(session, (kind,))
+    if not specials:
+        return []
     fed = torch.tensor([list(specials.values())])
     setup = PortSetup(session.static_length(prompt.input_ids.shape[1] + fed.shape[1] + 2), 1, prompt.image_slots)
     with session.built(setup) as port:
@@ -78,15 +92,19 @@ def special_id_rows(session: Session) -> list[Row]:
     theirs = hf_decode_logits(session.model, prompt, fed)[0]
     names = list(specials)
     inside = [name.removesuffix("_token_id") for name in names if name != "image_token_id"]
-    check = f"{len(inside)} special ids at a prompt's end ({', '.join(inside)})"
-    prefill = parity.stage_row(
-        "prefill logits", check, first.logits[0], hf_prefill(session.model, prompt).logits[0, -1], session.dtype
+    label = "placeholders" if kind == "placeholder" else "special ids"
+    rows = []
+    if inside:
+        hf_logits = hf_prefill(session.model, prompt).logits[0, -1]
+        check = f"{len(inside)} {label} at a prompt's end ({', '.join(inside)})"
+        rows.append(parity.stage_row("prefill logits", check, first.logits[0], hf_logits, session.dtype))
+    decoded = parity.stage_row(
+        "decode steps", f"each of {len(names)} {label} fed as a decode input", ours, theirs, session.dtype
     )
-    decoded = parity.stage_row("decode steps", "each special id fed as a decode input", ours, theirs, session.dtype)
     if decoded.failed and ours.shape == theirs.shape:  # name the first special id beyond tolerance
         step = int(((ours - theirs).abs().amax(dim=-1) > decoded.tolerance).float().argmax())
         decoded = dataclasses.replace(decoded, check=f"{decoded.check} [first: {names[step]} = {int(fed[0, step])}]")
-    return [prefill, decoded]
+    return [*rows, decoded]
 
 
 def new_conversation_row(session: Session) -> Row:

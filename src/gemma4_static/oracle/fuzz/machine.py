@@ -19,6 +19,7 @@ from ...cpu.schedule import chunk_starts, expand_schedule
 from ...ports.base import NotExposed
 from ...ports.prompt import Prompt
 from ..checks import tolerances
+from ..checks.parity import PLACEHOLDER_FIELDS
 from ..checks.report import Row
 from ..flow.port_calls import raised_in
 from ..references.samples import special_ids as special_ids_of
@@ -63,6 +64,8 @@ def machine_for(target: FuzzTarget, *, images: Any = None, special_ids: bool = T
     anchors = length_anchors(window, longest_chunk, max_seq)
     text_ids = st.integers(3, min(target.vocab_size, 400))
     specials = special_ids_of(config) if special_ids else {}
+    if not target.limits.images:  # a text port: a multimodal model's placeholders are out of its scope
+        specials = {name: value for name, value in specials.items() if name not in PLACEHOLDER_FIELDS}
     token_ids = st.one_of(text_ids, st.sampled_from(sorted(specials.values()))) if specials else text_ids
     in_prompts = sorted(value for name, value in specials.items() if name != "image_token_id")
     pad = config.get_text_config().pad_token_id
