@@ -97,3 +97,22 @@ def _row_head(line: str) -> str:
     """A report row up to its value (status, stage, check, metric; the figures move with the CPU's
     kernels), whitespace collapsed."""
     return " ".join(line.split(" = ")[0].split())
+
+
+def test_the_porting_guide_names_the_interface_as_the_code_has_it():
+    """The guide's lists of ``PortSetup`` and ``PortLimits`` fields are the dataclasses' fields, and its
+    method tables name every public method of a port (a stage added or renamed in the code, e.g.
+    ``PortSetup``'s former ``prefill_chunk``, fails here until the guide follows)."""
+    import dataclasses
+    import inspect
+
+    from gemma4_static.ports.base import Gemma4Port, PortLimits, PortSetup
+
+    guide = GUIDE.read_text()
+    for cls in (PortSetup, PortLimits):
+        listed = re.search(rf"`{cls.__name__}` fields: (.*?)\.\s", guide, re.DOTALL).group(1)
+        assert re.findall(r"`(\w+)`", listed) == [field.name for field in dataclasses.fields(cls)], cls.__name__
+    tabled = set(re.findall(r"^\| `(\w+)\(", guide, re.MULTILINE))
+    tabled |= set(re.findall(r"^\| `\w+\(.*?\)`, `(\w+)\(", guide, re.MULTILINE))
+    methods = {name for name, _ in inspect.getmembers(Gemma4Port, inspect.isfunction) if not name.startswith("_")}
+    assert tabled == methods
