@@ -97,13 +97,15 @@ class ExecuTorchGemma4Port(Gemma4Port):
 
     def explain(self, row: Any) -> str | None:
         """A placeholder row on a multimodal model (:func:`.executorch_config.text_decoder_placeholders`),
-        or a RoPE row (its prefill or decode tables) in a low-precision profile, while its model holds
+        or a RoPE row (its prefill or decode tables, the keys its cache holds after them) in a
+        low-precision profile, while its model holds
         its RoPE frequencies in that dtype: it casts the whole model (as its export's
         ``Gemma4Model(dtype=torch.bfloat16)`` default does), the ``inv_freq`` buffer included, so its
         angles come from rounded frequencies (HF's own model cast to that dtype does the same)."""
         placeholders = text_decoder_placeholders(self.name, row, self.model_config)
         frequencies = self._attention("full_attention").inv_freq.dtype
-        if placeholders or row.stage not in ("RoPE", "RoPE decode") or frequencies == torch.float32:
+        rotated = row.stage in ("RoPE", "RoPE decode") or (row.stage == "KV cache" and row.check.startswith("K "))
+        if placeholders or not rotated or frequencies == torch.float32:
             return placeholders
         return (
             f"{self.name} casts its whole model to {str(frequencies).removeprefix('torch.')}, RoPE inv_freq "
