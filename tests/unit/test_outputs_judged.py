@@ -21,15 +21,15 @@ CHECKED = tuple(group for group in CHECKS if group not in ("export", "routing"))
 
 
 def shifted(value):
-    """``value`` moved by one (a tensor, or each tensor of a tuple)."""
+    """``value`` negated (a tensor, or each tensor of a tuple): wrong under any metric a profile gates."""
     if isinstance(value, tuple):
         return tuple(shifted(item) for item in value)
-    return value + 1.0
+    return -value
 
 
 class BrokenOutput(StaticRuntimePort):
-    """This runtime with one of its outputs moved by one (``broken``: a PortPrefill field, ``decode``
-    or ``generate``)."""
+    """This runtime with one of its outputs broken (``broken``: a PortPrefill field, ``decode`` or
+    ``generate``): tensors negated, generated tokens each the next id."""
 
     broken = ""
 
@@ -40,7 +40,7 @@ class BrokenOutput(StaticRuntimePort):
 
     def decode(self, next_ids):
         logits = super().decode(next_ids)
-        return logits + 1.0 if self.broken == "decode" else logits
+        return -logits if self.broken == "decode" else logits
 
     def generate(self, prompt, *, max_new_tokens, eos_token_id=None):
         tokens = super().generate(prompt, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
@@ -64,4 +64,4 @@ def test_the_list_names_every_field():
 def test_each_output_broken_alone_fails_verify(output, dtype, tiny_model):
     result = verify(tiny_model, dtype=dtype, port=f"{__name__}:Broken_{output}", checks=CHECKED, schedules_budget=60)
     failed = sorted({row.stage for row in result.rows if row.failed})
-    assert failed, f"{output} moved by one in {dtype} and nothing failed: {result.verdict.summary()}"
+    assert failed, f"{output} broken in {dtype} and nothing failed: {result.verdict.summary()}"

@@ -129,8 +129,9 @@ def top_k_check(ours: torch.Tensor, reference: torch.Tensor, k: int, bound: torc
 @dataclass(frozen=True)
 class GreedyComparison:
     """Greedy tokens against the reference's: the matched prefix (minimum over rows) and each row's
-    first divergence as ``(row, step, gap)``, split into decided (the reference's top-2 gap at that
-    step exceeds the bound: an error) and tied at this precision (the rest of that row is then a
+    first divergence as ``(row, step, gap)``, ``gap`` the reference's lead of its own token over the
+    one taken there, split into decided (beyond the bound: an error; a token the reference all but
+    ties with its own is the only excuse) and tied at this precision (the rest of that row is then a
     different continuation, not compared)."""
 
     matched_prefix: int
@@ -154,8 +155,10 @@ def compare_greedy(
         mismatch = torch.nonzero(mine != theirs).flatten()
         if mismatch.numel():
             step = int(mismatch[0])
-            gap = float(gaps(reference_logits[row, step : step + 1], 1)[0])
-            (decided if gap > float(bounds[row, step]) else tied).append((row, step, gap))
+            logits, token = reference_logits[row, step].double(), int(mine[step])
+            # the reference's lead of its own token over the one taken (a token outside the vocabulary: none taken)
+            gap = float(logits.max() - logits[token]) if 0 <= token < logits.numel() else math.inf
+            (decided if not gap <= float(bounds[row, step]) else tied).append((row, step, gap))
     return GreedyComparison(matched_prefix(ours, reference), tuple(decided), tuple(tied))
 
 
