@@ -120,7 +120,10 @@ class _OursRecorder:
                     recorder.histories.get(id(recorder.current), []), positions.tolist(), strict=False
                 )
             ]
-            return run(stack, hidden, per_layer_inputs, positions, *args, **kwargs)
+            try:
+                return run(stack, hidden, per_layer_inputs, positions, *args, **kwargs)
+            finally:
+                recorder.keys = None  # a router outside a run (a stage traced for export) records nothing
 
         def router_forward(router, hidden):
             weights, index = route(router, hidden)
