@@ -50,7 +50,7 @@ def test_tico_through_every_check_group(verification, report):
     rows, verdict = verification.rows, verification.verdict
     failed = {(row.stage, row.check.split(" [")[0]) for row in rows if row.failed}
     assert failed == {
-        ("static inputs", "special ids: ids (placeholders as pad), valid mask"),  # audio and video left as they are
+        ("static inputs", "video and audio placeholders: ids (placeholders as pad), valid mask"),  # left as they are
         ("prefill logits", "2 placeholders at a prompt's end (audio, video)"),
         ("decode steps", "each of 3 placeholders fed as a decode input"),
         ("generation", "1 rows x 24 tokens vs HF generate"),  # it generates the image id 500 and feeds it back

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -24,29 +25,38 @@ UNWRITTEN = 4  # static slots past a decode's position that must stay invisible
 
 
 def static_input_rows(session: Session) -> Iterator[Row]:
-    """The port's static inputs vs what HF's language model sees, for the sample prompt and (a port
-    built for it) for its first row with every special id but the image placeholder after it
-    (:func:`.verify_steps.with_special_ids`)."""
-    from .verify_steps import with_special_ids  # the decode group's prompt of special ids
+    """The port's static inputs vs what HF's language model sees: for the sample prompt (as the port
+    takes it), and for the same prompt with the video and audio placeholders in place of each row's
+    last two text tokens (:func:`with_placeholders`; the image placeholder marks images, no text)."""
 
-    def row(port: Gemma4Port, what: str, prompt: Prompt) -> Row:
-        ids, valid = port.static_inputs(prompt)
-        return dataclasses.replace(
-            parity.static_input_row(prompt, ids, valid, session.config),
-            check=f"{what}: ids (placeholders as pad), valid mask",
-        )
+    def row(what: str, prompt: Prompt) -> Row:
+        ids, valid = session.port.static_inputs(prompt)
+        row = parity.static_input_row(prompt, ids, valid, session.config)
+        return dataclasses.replace(row, check=f"{what}: {row.check}")
 
-    yield from guarded(
-        "static inputs", "sample prompt", lambda: [row(session.port, "sample prompt", session.port_prompt)]
-    )
-    special = with_special_ids(session)[0].padded(session.port.limits.padding_side)
-    setup = PortSetup(session.static_length(special.input_ids.shape[1] + 1), 1, special.image_slots)
+    yield from guarded("static inputs", "sample prompt", lambda: [row("sample prompt", session.port_prompt)])
+    placed = with_placeholders(session.prompt, session.config).padded(session.port.limits.padding_side)
+    if not torch.equal(placed.input_ids, session.port_prompt.input_ids):
+        yield from guarded("static inputs", "placeholders", lambda: [row("video and audio placeholders", placed)])
 
-    def special_row() -> list[Row]:
-        with session.built(setup) as port:
-            return [row(port, "special ids", special)]
 
-    yield from guarded("static inputs", "special ids", special_row)
+def with_placeholders(prompt: Prompt, config: Any) -> Prompt:
+    """``prompt`` (right-padded) with the model's video and audio placeholder ids in place of each
+    row's last text tokens (never its first token, an image's placeholders or its ``boi``/``eoi``)."""
+    placeholders = [getattr(config, field, None) for field in ("video_token_id", "audio_token_id")]
+    placeholders = [value for value in placeholders if value is not None]
+    ids, filled = prompt.input_ids.clone(), prompt.filled
+    for row in range(ids.shape[0]):
+        framed = {
+            position
+            for (start, count), image in zip(prompt.image_slots, filled[row].tolist(), strict=True)
+            if image
+            for position in range(start - 1, start + count + 1)
+        }
+        text = [p for p in range(1, int(prompt.attention_mask[row].sum())) if p not in framed]
+        for position, value in zip(text[::-1], placeholders, strict=False):
+            ids[row, position] = value
+    return dataclasses.replace(prompt, input_ids=ids)
 
 
 def decode_positions(window: int) -> list[int]:
