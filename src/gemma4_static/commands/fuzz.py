@@ -46,7 +46,7 @@ def add_parser(commands: Any, bounded: Any, configs: tuple[str, ...]) -> None:
         "--max-seconds",
         type=bounded(1, 10**6),
         metavar="S",
-        help="time budget: no batch of 5 examples starts after S seconds; the run ends with what it covered",
+        help="time budget: no example starts after S seconds; the run ends with what it covered",
     )
     fuzz.add_argument(
         "--plain-ids",

@@ -42,6 +42,17 @@ class FuzzResult:
         return self.examples / self.seconds if self.seconds else 0.0
 
 
+def budgeted_batch(target: FuzzTarget, max_seconds: float, done: int, max_examples: int) -> int:
+    """How many examples the next hypothesis run of a budgeted fuzz takes: :data:`BUDGETED_BATCH`
+    (at least two: a run's first example is hypothesis's simplest) as far as the time left holds them
+    at the pace of the examples so far; 0 when it holds fewer than two."""
+    elapsed = time.perf_counter() - target.started
+    pace = elapsed / target.examples if target.examples else 0.0
+    fits = BUDGETED_BATCH if pace == 0.0 else int((max_seconds - elapsed) / pace)
+    size = min(BUDGETED_BATCH, fits, max_examples - done)
+    return size if size >= min(2, max_examples - done) and elapsed < max_seconds else 0
+
+
 def fuzz(
     target: FuzzTarget,
     *,
@@ -58,8 +69,9 @@ def fuzz(
     """Run the state machine of ``target`` for ``max_examples`` examples from ``seed`` (failures kept in
     the example ``database`` folder, which several processes may share); a failure (shrunk unless
     ``shrink`` is off) written as a reproduction into ``reproduction`` (text prompts only). Image
-    prompts: ``images``, else the port's own profile where it needs an image. ``max_seconds``: no
-    batch of :data:`BUDGETED_BATCH` examples starts past it (the run ends cleanly with what it covered;
+    prompts: ``images``, else the port's own profile where it needs an image. ``max_seconds``: examples
+    run in hypothesis runs of at most :data:`BUDGETED_BATCH`, none started where the time left holds
+    fewer than two at the pace so far (:func:`budgeted_batch`; the run ends cleanly with what it covered;
     a failure is reported as found, unshrunk: a run without a budget shrinks it from the database).
     ``special_ids``: decode inputs and prompts carry the model's special ids too."""
     from hypothesis import HealthCheck, Phase, settings
@@ -92,12 +104,14 @@ def fuzz(
             raise refused
         if max_seconds is None:
             run_state_machine_as_test(seeded(seed)(machine), settings=options(max_examples=max_examples))
-        for batch in [] if max_seconds is None else range(-(-max_examples // BUDGETED_BATCH)):
-            if target.out_of_time():  # between hypothesis runs: each ends cleanly
+        done, batch = 0, 0
+        while max_seconds is not None and done < max_examples:
+            size = budgeted_batch(target, max_seconds, done, max_examples)
+            if size == 0:  # between hypothesis runs: each ends cleanly
                 stopped = f"the time budget of {max_seconds:g} s was spent after {target.examples} examples"
                 break
-            size = min(BUDGETED_BATCH, max_examples - batch * BUDGETED_BATCH)
             run_state_machine_as_test(seeded(seed + batch)(machine), settings=options(max_examples=size))
+            done, batch = done + size, batch + 1
     except Divergence as divergence:
         failure = str(divergence)
         images_fed = any(getattr(call.get("prompt"), "pixel_values", None) is not None for call in divergence.calls)
