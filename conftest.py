@@ -71,8 +71,8 @@ OPT_IN_LANES = {
     ),
     "--gemma4-ports": (
         "ports",
-        "the ports lane: ExecuTorch's and Qualcomm's Gemma 4 through every check, a third-party adapter, the plugin "
-        "from the built wheel",
+        "the ports lane: ExecuTorch's, Qualcomm's and TICO's Gemma 4 through every check, a third-party adapter, "
+        "the plugin from the built wheel",
     ),
     "--gemma4-family": (
         "family",
