@@ -19,7 +19,7 @@ import torch
 from gemma4_static.commands import cli
 from gemma4_static.commands.pytest_items import check_group, port_session
 from gemma4_static.oracle.checks.report import assert_rows_pass, format_row
-from gemma4_static.oracle.flow.verify import CHECKS, INTEGER_ONLY, run_verification
+from gemma4_static.oracle.flow.verify import CHECKS, INTEGER_ONLY, run_group, run_verification
 from gemma4_static.quant.schemes import PORT_SCHEMES
 from tests.reports import read_report
 
@@ -93,8 +93,12 @@ class DocumentedMasksPort(QnnGemma4Port):
 @pytest.mark.parametrize("group", ["chunked-prefill", "decode"])
 def test_qnn_graph_matches_hf_once_its_masks_are_right(model, group):
     """The QNN divergence is the host-side mask update alone: with the masks its docstrings draw,
-    the same weights, graph and caches match HF on chunked prefill, decode and generation."""
-    check_group(f"{__name__}:DocumentedMasksPort", model, "float32", group)
+    the same weights, graph and caches match HF on chunked prefill, decode and generation (a text
+    decoder's placeholder rows on the multimodal tiny model aside: out of a text port's scope)."""
+    rows = run_group(port_session(f"{__name__}:DocumentedMasksPort", model, "float32"), group)
+    assert not any(row.failed for row in rows), [format_row(row) for row in rows if row.failed]
+    assert all("placeholders" in row.check for row in rows if row.status == "XFAIL")
+    assert any(row.compared and row.status == "PASS" for row in rows)
 
 
 class FloatRopePort(ExecuTorchGemma4Port):
