@@ -93,6 +93,17 @@ class Prompt:
             image_slots=slots,
         )
 
+    def text_positions(self, row: int) -> list[int]:
+        """The positions of row ``row`` (right-padded) that hold text: past its first token, outside
+        each image it holds and the ``boi``/``eoi`` around it."""
+        framed = {
+            position
+            for (start, count), image in zip(self.image_slots, self.filled[row].tolist(), strict=True)
+            if image
+            for position in range(start - 1, start + count + 1)
+        }
+        return [position for position in range(1, int(self.attention_mask[row].sum())) if position not in framed]
+
     def hf_kwargs(self) -> dict[str, torch.Tensor]:
         """The keyword arguments an HF Gemma 4 forward or ``generate`` takes for this prompt."""
         kwargs = {"input_ids": self.input_ids, "attention_mask": self.attention_mask}

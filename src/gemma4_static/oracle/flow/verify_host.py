@@ -45,16 +45,9 @@ def with_placeholders(prompt: Prompt, config: Any) -> Prompt:
     row's last text tokens (never its first token, an image's placeholders or its ``boi``/``eoi``)."""
     placeholders = [getattr(config, field, None) for field in ("video_token_id", "audio_token_id")]
     placeholders = [value for value in placeholders if value is not None]
-    ids, filled = prompt.input_ids.clone(), prompt.filled
+    ids = prompt.input_ids.clone()
     for row in range(ids.shape[0]):
-        framed = {
-            position
-            for (start, count), image in zip(prompt.image_slots, filled[row].tolist(), strict=True)
-            if image
-            for position in range(start - 1, start + count + 1)
-        }
-        text = [p for p in range(1, int(prompt.attention_mask[row].sum())) if p not in framed]
-        for position, value in zip(text[::-1], placeholders, strict=False):
+        for position, value in zip(prompt.text_positions(row)[::-1], placeholders, strict=False):
             ids[row, position] = value
     return dataclasses.replace(prompt, input_ids=ids)
 

@@ -55,17 +55,10 @@ def with_specials(prompt: Prompt, data: st.DataObject, specials: list[int]) -> P
     the ``boi``/``eoi`` around them) replaced by drawn special ids, in half the examples."""
     if not specials or not data.draw(st.booleans(), label="special ids in the prompt"):
         return prompt
-    ids, filled = prompt.input_ids.clone(), prompt.filled
+    ids = prompt.input_ids.clone()
     for row in range(ids.shape[0]):
-        framed = {
-            position
-            for (start, count), image in zip(prompt.image_slots, filled[row].tolist(), strict=True)
-            if image
-            for position in range(start - 1, start + count + 1)
-        }
-        text = [position for position in range(1, int(prompt.attention_mask[row].sum())) if position not in framed]
-        for position in (
-            data.draw(st.lists(st.sampled_from(text), max_size=3, unique=True), label="where") if text else []
-        ):
+        text = prompt.text_positions(row)
+        chosen = data.draw(st.lists(st.sampled_from(text), max_size=3, unique=True), label="where") if text else []
+        for position in chosen:
             ids[row, position] = data.draw(st.sampled_from(specials), label="special id")
     return dataclasses.replace(prompt, input_ids=ids)
