@@ -29,15 +29,14 @@ def static_input_rows(session: Session) -> Iterator[Row]:
     takes it), and for the same prompt with the video and audio placeholders in place of each row's
     last two text tokens (:func:`with_placeholders`; the image placeholder marks images, no text)."""
 
-    def row(what: str, prompt: Prompt) -> Row:
-        ids, valid = session.port.static_inputs(prompt)
-        row = parity.static_input_row(prompt, ids, valid, session.config)
-        return dataclasses.replace(row, check=f"{what}: {row.check}")
+    def judged(what: str, prompt: Prompt) -> Row:
+        compared = parity.static_input_row(prompt, *session.port.static_inputs(prompt), session.config)
+        return dataclasses.replace(compared, check=f"{what}: {compared.check}")
 
-    yield from guarded("static inputs", "sample prompt", lambda: [row("sample prompt", session.port_prompt)])
+    yield from guarded("static inputs", "sample prompt", lambda: [judged("sample prompt", session.port_prompt)])
     placed = with_placeholders(session.prompt, session.config).padded(session.port.limits.padding_side)
     if not torch.equal(placed.input_ids, session.port_prompt.input_ids):
-        yield from guarded("static inputs", "placeholders", lambda: [row("video and audio placeholders", placed)])
+        yield from guarded("static inputs", "placeholders", lambda: [judged("video and audio placeholders", placed)])
 
 
 def with_placeholders(prompt: Prompt, config: Any) -> Prompt:
