@@ -131,7 +131,7 @@ def test_a_low_precision_profile_of_a_moe_model_is_refused(capsys):
     [
         (
             ["--quant", "a4w4"],
-            "unknown base 'a4w4'; expected one of ['a16w8', 'a8w8', 'a16w4', '8da4w', '8da8w']",
+            "unknown base 'a4w4'; expected one of ['a16w8', 'a8w8', 'a16w4', '8da4w', '8da8w', 'a16w16t', 'a8w8t']",
         ),
         (["--quant", "a16w8+e8"], "quant scheme 'a16w8+e8' has no gates on backend 'torch'; gated: ['a16w8'"),
         (
@@ -142,7 +142,7 @@ def test_a_low_precision_profile_of_a_moe_model_is_refused(capsys):
         (["--quant", "8da4w"], "quant scheme '8da4w' is dynamic (activations ranged per token at run time: a port's"),
         (
             ["--quant", "a16w8", "--port", "executorch-gemma4"],
-            "quant 'a16w8' is static: its ranges need the suite's calibration prompts, which ports do not take yet",
+            "port 'executorch-gemma4' runs the integer schemes ['8da4w', '8da8w', '8da4w+emb8', '8da8w+emb8'], not",
         ),
         (["--quant", "8da4w", "--port", "qnn-gemma4"], "port 'qnn-gemma4' runs the integer schemes [], not '8da4w'"),
         (

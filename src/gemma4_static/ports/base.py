@@ -34,6 +34,7 @@ import torch
 
 from ..cpu.greedy import greedy
 from ..cpu.schedule import expand_schedule
+from .calibration import Calibration, SchemeRecipe
 from .host_stages import HostStages
 from .images import ImageProfile
 from .limits import GENERATE_LEAVES, PADDING_SIDES, PortLimits
@@ -49,6 +50,7 @@ __all__ = [
     "PortLimits",
     "PortPrefill",
     "PortSetup",
+    "SchemeRecipe",
 ]
 
 
@@ -118,9 +120,10 @@ class OwnCheck:
     raised: str = ""
 
 
-class Gemma4Port(HostStages):
+class Gemma4Port(HostStages, Calibration):
     """Base class of a port: every stage raises :class:`NotExposed`; a port overrides what it has
-    (the host-side stages: :class:`~.host_stages.HostStages`).
+    (the host-side stages: :class:`~.host_stages.HostStages`; calibration in a static scheme:
+    :class:`~.calibration.Calibration`).
 
     ``name`` and ``version`` identify it in reports; ``limits`` say what it accepts."""
 

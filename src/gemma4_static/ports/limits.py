@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from ..quant.schemes import parse_scheme
+from .calibration import SchemeRecipe
 from .images import ImageProfile
 
 PADDING_SIDES = ("right", "left", None)
@@ -52,12 +53,16 @@ class PortLimits:
     fixed_chunk: int | None = None
     uniform_chunks: bool = False
     schemes: tuple[str, ...] = ()
+    recipes: tuple[SchemeRecipe, ...] = ()
     reserves_decode_slot: bool = False
     generate_leaves: str = GENERATE_LEAVES[0]
 
     def __post_init__(self) -> None:
         for scheme in self.schemes:
             parse_scheme(scheme)  # a ValueError naming a scheme the suite does not know
+        undeclared = [recipe.scheme for recipe in self.recipes if recipe.scheme not in self.schemes]
+        if undeclared:
+            raise ValueError(f"recipes name schemes the port does not declare in schemes: {undeclared}")
         if self.padding_side not in PADDING_SIDES:
             raise ValueError(f"padding_side must be one of {PADDING_SIDES}, got {self.padding_side!r}")
         if self.generate_leaves not in GENERATE_LEAVES:
@@ -108,6 +113,10 @@ class PortLimits:
         where it needs an image in every prompt (its layout holds the image's slot), else 1."""
         profile = self.image_profile
         return profile.prefix_length + 1 if profile is not None and self.needs_image else 1
+
+    def recipe(self, scheme: str) -> SchemeRecipe | None:
+        """The port's recipe for ``scheme``, where it declares one."""
+        return next((recipe for recipe in self.recipes if recipe.scheme == scheme), None)
 
     @property
     def image_profile(self) -> ImageProfile | None:

@@ -29,18 +29,14 @@ from typing import Any
 import torch
 
 from ..export import StageCase
+from . import tico_quant
 from .base import Gemma4Port, NotExposed, OwnCheck, PortLimits, PortPrefill, PortSetup
 from .host_stages import appended_to_absolute
 from .prompt import Prompt
 from .tico_flow import own_flow
 from .tico_graphs import GraphRecorder
 from .tico_inputs import PromptProcessor, hf_sine, refusal, tico_profiles
-
-# the stages an image's soft tokens reach (every one after fusion, on an image prompt)
-AFTER_FUSION = ("decoder layers", "KV cache", "prefill logits", "decode steps", "generation", "schedules", "fuzz")
-# float32 error its folded patch projection costs, relative to the float32 tolerance: measured 1.51x
-# (every-position logits) and 1.31x (decode steps) on e2b-multimodal; beyond 2x a row is something else
-FOLD_SLACK = 2.0
+from .tico_scope import explanation
 
 
 class TicoGemma4Port(Gemma4Port):
@@ -58,6 +54,8 @@ class TicoGemma4Port(Gemma4Port):
         image_profiles=tico_profiles(),
         reserves_decode_slot=True,
         generate_leaves="all",
+        schemes=tico_quant.SCHEMES,  # its PTQ wrappers in QUANT mode, calibrated on the suite's prompts
+        recipes=tico_quant.RECIPES,
     )
 
     def __init__(self, model: Any, setup: PortSetup) -> None:
@@ -80,33 +78,40 @@ class TicoGemma4Port(Gemma4Port):
             visual_start_idx=profile.visual_start_idx,
             num_visual_tokens=profile.num_visual_tokens,
         )
-        self.runtime = StaticGemma4Runtime(model, self.processor, layout=layout, vision_profile=profile)
+        with tico_quant.ptq_builder(setup.quant):
+            self.runtime = StaticGemma4Runtime(model, self.processor, layout=layout, vision_profile=profile)
         self.graphs = GraphRecorder(self.runtime, model.config.get_text_config())
         self.printed: list[str] = []  # what TICO printed while the port drove it
         self.bidirectional = model.config.get_text_config().use_bidirectional_attention == "vision"
 
     def explain(self, row: Any) -> str | None:
-        """Two divergences TICO's own code accounts for, each only where it holds for this run: on a
-        model with bidirectional attention inside image blocks (``use_bidirectional_attention="vision"``)
-        its masks stay causal over image tokens, as E2B's; its vision prefill folds ``2 (x - 0.5)`` into
-        the patch projection (``QuantGemma4VisionPatchEmbedder``: no Sub or Mul in the Circle graph),
-        which in float32 leaves the soft tokens ~10x further from float64 than HF's (the folded bias
-        ``-sum(W)`` cancels against ``2Wx``), carried by every stage after fusion, a row up to
-        :data:`FOLD_SLACK` times its tolerance."""
-        if self.bidirectional and row.stage in ("masks vision", *AFTER_FUSION):
-            return (
-                f"{self.name} builds masks causal over image tokens, as E2B's (use_bidirectional_attention "
-                "unset); this model attends bidirectionally inside image blocks"
-            )
+        """What TICO's own code accounts for, only where it holds for this run (:mod:`.tico_scope`)."""
         folded = type(self._patch_embedder()).__name__ == "QuantGemma4VisionPatchEmbedder"
-        within = row.metric == "max abs diff" and row.value <= FOLD_SLACK * row.tolerance
-        if folded and within and row.stage in AFTER_FUSION:
-            return (
-                f"{self.name} folds 2 (x - 0.5) into its patch projection (QuantGemma4VisionPatchEmbedder): in "
-                "float32 its soft tokens lie ~10x further from float64 than HF's, carried by every stage after "
-                "fusion (with HF's unfolded projection the same row passes)"
-            )
-        return None
+        return explanation(self.name, row, bidirectional=self.bidirectional, folded=folded)
+
+    # -- its PTQ (a static scheme: calibrated on the suite's prompts, then QUANT mode)
+    def calibrate(self, prompts: list[Prompt]) -> None:
+        if self.setup.quant is None:
+            raise ValueError(f"{self.name} was built in float (setup.quant None): nothing to calibrate")
+        if prompts:  # its vision module, built at a first prefill, refuses to be built in CALIB mode
+            self.runtime._get_or_create_vision_prefill(self._batch(prompts[0])["image_position_ids"])
+        tico_quant.calibrate(self.runtime.qmodel, lambda: [self.prefill(prompt) for prompt in prompts])
+
+    def observed_ranges(self) -> dict[str, tuple[float, float]]:
+        return tico_quant.observed_ranges(self.runtime.qmodel)
+
+    def quantization_groups(self) -> tuple[str, ...]:
+        if self.setup.quant is None:
+            raise NotExposed(f"{self.name} runs in float (no integer scheme)")
+        return tuple(tico_quant.groups(self.runtime))
+
+    def quantize_groups(self, groups: set[str]) -> None:
+        known = tico_quant.groups(self.runtime)
+        unknown = sorted(set(groups) - set(known))
+        if unknown:
+            raise ValueError(f"groups has unknown names {unknown}; expected some of {list(known)}")
+        for name, modules in known.items():
+            tico_quant.set_quantized(modules, name in groups)
 
     def _patch_embedder(self) -> Any:
         vision = self.runtime._wrapped_model.vision_tower

@@ -100,6 +100,11 @@ def quantize(stages: Stages, scheme: Scheme) -> QuantProfile:
             f"quant scheme {scheme.name!r} is dynamic (activations ranged per token at run time: a port's recipe, "
             f"verify --port executorch-gemma4 --quant {scheme.name}); this runtime runs the static {list(SCHEMES)}"
         )
+    if scheme.per_tensor:
+        raise ValueError(
+            f"quant scheme {scheme.name!r} is a port's static recipe (every activation and weight per tensor: verify "
+            f"--port tico-gemma4 --quant {scheme.name}); this runtime runs {list(SCHEMES)}"
+        )
     return QuantProfile(scheme, list(_sites(stages, scheme)))
 
 

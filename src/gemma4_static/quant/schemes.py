@@ -26,6 +26,11 @@ activations int8 per token, asymmetric, their range taken at run time (no calibr
 symmetric int4 in groups of :data:`GROUP_SIZE` inputs or int8 per output channel, each scale chosen
 by HQQ (``hqq_scale_only``); every ``nn.Linear`` whose width the group divides, the LM head among
 them. ``+emb8`` (ExecuTorch's spelling) puts the token and per-layer tables in int8, one scale per row.
+
+Static schemes of ports' own recipes: ``a16w16t`` and ``a8w8t``, Samsung TICO's PTQ wrappers with a
+signed integer spec (its default ``affine(int16)``, and ``affine(int8)``): activations *and* weights
+symmetric per tensor (``t``), activations observed at every site of its wrappers (not only the
+matmul inputs), ranges fixed by calibration on the suite's prompts.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ class Scheme:
     table_bits: int | None = None
     head_bits: int | None = None
     dynamic: bool = False  # activations per token, ranged at run time (a port's recipe)
+    per_tensor: bool = False  # weights one scale per tensor and activations symmetric (a port's recipe)
     weight_qparams: str = "minmax"  # how a weight scale is chosen: "minmax" or torchao's "hqq_scale_only"
 
 
@@ -59,25 +65,32 @@ DYNAMIC_BASES = {
     name: Scheme(name, 8, bits, group, head_bits=bits, dynamic=True, weight_qparams="hqq_scale_only")
     for name, bits, group in (("8da4w", 4, GROUP_SIZE), ("8da8w", 8, None))
 }
+PORT_STATIC_BASES = {
+    name: Scheme(name, bits, bits, table_bits=bits, head_bits=bits, per_tensor=True)
+    for name, bits in (("a16w16t", 16), ("a8w8t", 8))
+}
 OPTIONS = {"e8": "table_bits", "h8": "head_bits"}
 DYNAMIC_OPTIONS = {"emb8": "table_bits"}
 SCHEMES = (*BASES, *(f"{base}+e8+h8" for base in BASES))  # the ones this runtime runs, gated and tested
-PORT_SCHEMES = (*DYNAMIC_BASES, *(f"{base}+emb8" for base in DYNAMIC_BASES))  # ports' recipes, gated
+PORT_SCHEMES = (*DYNAMIC_BASES, *(f"{base}+emb8" for base in DYNAMIC_BASES))  # ports' dynamic recipes, gated
+PORT_STATIC_SCHEMES = tuple(PORT_STATIC_BASES)  # ports' static recipes (calibrated on the suite's prompts), gated
 
 
 def parse_scheme(text: str) -> Scheme:
     """``"a16w8"``, ``"a16w8+e8"``, ``"a8w8+e8+h8"``...: a base of :data:`BASES` and options of
     :data:`OPTIONS`; or ``"8da4w"``, ``"8da8w+emb8"``: a base of :data:`DYNAMIC_BASES` and options of
-    :data:`DYNAMIC_OPTIONS`."""
+    :data:`DYNAMIC_OPTIONS`; or a port's static recipe of :data:`PORT_STATIC_BASES` (no options)."""
     if not isinstance(text, str):
         raise TypeError(f"quant must be a scheme name such as 'a16w8', got {type(text).__name__}")
     base, *options = text.split("+")
     bases, known = (DYNAMIC_BASES, DYNAMIC_OPTIONS) if base in DYNAMIC_BASES else (BASES, OPTIONS)
+    if base in PORT_STATIC_BASES:
+        bases, known = PORT_STATIC_BASES, {}
     if base not in bases:
-        expected = [*BASES, *DYNAMIC_BASES]
+        expected = [*BASES, *DYNAMIC_BASES, *PORT_STATIC_BASES]
         raise ValueError(f"quant scheme {text!r} has an unknown base {base!r}; expected one of {expected}")
     unknown = [option for option in options if option not in known]
     if unknown or len(set(options)) != len(options):
-        expected = ", ".join(f"+{option}" for option in known)
+        expected = ", ".join(f"+{option}" for option in known) or "none (a port's static recipe takes no options)"
         raise ValueError(f"quant scheme {text!r} has unknown or repeated options; expected some of {expected}")
     return replace(bases[base], name=text, **{known[option]: 8 for option in options})

@@ -12,7 +12,6 @@ from ...executorch.xnnpack_quant import XnnpackQuantization
 from ...ports.base import PortLimits
 from ...ports.registry import DEFAULT_PORT, declared_limits, port_factory
 from ...quant import Scheme, parse_scheme
-from ...quant.schemes import PORT_SCHEMES
 from ..numerics.gates import GATES, quant_gate
 
 PROFILES = (torch.float32, *GATES)  # float32 is checked against HF float32, the others against float64
@@ -38,18 +37,14 @@ def checked_profile(model: Any, dtype: torch.dtype, quant: str | None, backend: 
 
 def integer_scheme(quant: str, dtype: torch.dtype, backend: str, port: str, limits: PortLimits | None) -> Scheme:
     """The gated scheme ``quant`` names, over float32: for this runtime fake-quantized PyTorch stages,
-    or XNNPACK's quantized programs on an ExecuTorch backend; for another port a dynamic scheme of its
-    ``limits.schemes`` (``None``: checked on the port built), in its own recipe. A ``ValueError`` otherwise."""
+    or XNNPACK's quantized programs on an ExecuTorch backend; for another port a scheme of its
+    ``limits.schemes`` (``None``: checked on the port built), in its own recipe (a static one calibrated
+    on the suite's prompts). A ``ValueError`` otherwise."""
     scheme = parse_scheme(quant)
     if dtype != torch.float32:
         raise ValueError(f"quant runs over float32, not {str(dtype).removeprefix('torch.')}")
     if port == DEFAULT_PORT and not backend_named(backend).eager:
         XnnpackQuantization(scheme)  # a ValueError naming what XNNPACK cannot run
-    if port != DEFAULT_PORT and not scheme.dynamic:
-        raise ValueError(
-            f"quant {quant!r} is static: its ranges need the suite's calibration prompts, which ports do not "
-            f"take yet; a port runs a dynamic scheme of {list(PORT_SCHEMES)}"
-        )
     if limits is not None and port != DEFAULT_PORT:
         refused_scheme(port, limits, quant)
     quant_gate(scheme.name, backend)  # a ValueError for a scheme without gates there

@@ -27,12 +27,12 @@ from ..checks.report import Row
 from ..checks.routing import RoutingLedger
 from ..numerics.gates import GATES, Gate, quant_gate
 from ..numerics.overflow import recorded_ranges
-from ..numerics.quantized import CALIBRATION_SEEDS, calibrated_hf, dynamic_hf
 from ..references.hf import hf_prefill
 from ..references.samples import Prompt
+from .calibration import calibrate, prepare_scheme
 from .port_calls import make_port, port_prefill
 from .profiles import checked_profile, refused_scheme
-from .sample_plan import ONE_ROW, sample_plan, sample_prompt
+from .sample_plan import ONE_ROW, sample_plan
 
 LAYER_GROUP = 5  # the report shows decoder layers in groups of one 4:1 period
 # port calls (prefill chunks + decode steps) the schedules grid runs by default: the tiny model's grid
@@ -67,6 +67,7 @@ class Session:
     schedules_budget: int = GRID_BUDGET  # port calls the schedules grid may spend
     setup: PortSetup | None = None  # what the port under test was built for (its static length)
     rows: list[Row] = field(default_factory=list)  # the rows of the groups run so far (own-checks reads them)
+    calibration: list[Prompt] | None = None  # a static scheme's calibration prompts
 
     @property
     def port_prompt(self) -> Prompt:
@@ -158,6 +159,8 @@ class Session:
         try:
             if self.quant is not None:
                 port.runtime.quantization.adopt(self.quant)
+            elif self.calibration is not None:  # a port's static recipe: every port it builds calibrates
+                calibrate(port, self.calibration, setup)
             yield port
         finally:
             port.close()
@@ -226,16 +229,8 @@ def _prepared(
     prompt, steps, _ = plan
     session = Session(model, dtype, steps, prompt, under_test, PortPrefill(torch.empty(0)), None, port, backend)
     session.setup = plan[2]
-    session.hf_model, session.scheme = model, scheme
-    if scheme is not None and scheme.dynamic:
-        session.hf_model = dynamic_hf(model, scheme)
-    elif scheme is not None:
-        limits = under_test.limits
-        calibration = [sample_prompt(model.config, limits, seed=seed) for seed in CALIBRATION_SEEDS]
-        runtime = under_test.runtime
-        runtime.calibrate(lambda: [under_test.prefill(prompt, keep_intermediates=True) for prompt in calibration])
-        session.quant = runtime.quantization
-        session.hf_model, session.hf_sites = calibrated_hf(model, scheme, calibration)
+    session.scheme = scheme
+    prepare_scheme(session, under_test, model)
     moe = model.config.get_text_config().enable_moe_block
     if moe and session.is_runtime and backend_named(backend).eager and dtype == torch.float32:
         session.routing = RoutingLedger()

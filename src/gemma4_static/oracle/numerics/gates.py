@@ -180,6 +180,27 @@ QUANT_GATES.update(
     }
 )
 
+# Ports' static recipes: Samsung TICO's PTQ wrappers (``a16w16t``: its default int16 spec, ``a8w8t``:
+# its int8 one; every activation its wrappers observe and every weight, symmetric per tensor),
+# calibrated on the suite's prompts, measured through the tico-gemma4 port on e2b-multimodal (the
+# embedded model in TICO's scope: ``python benchmarks/numerics_table.py --port tico-gemma4 --models
+# e2b-multimodal --quant a16w16t a8w8t``, 2026-12-03; docs/findings.md). Set as the others: 6 dB below
+# each stage's worst, rounded down; the margin twice the worst shift. Not gated against HF in the
+# same scheme (``hf_deficit_db`` None, shown beside each row): HF's reference quantizes the matmul
+# inputs and weights, TICO every activation (norms, RoPE, attention scores and softmax): 5 to 30 dB
+# apart in a16w16t by construction, not by a bug.
+QUANT_GATES.update(
+    {
+        # a16w16t: worst 43.7 dB decode, 49.7 layers, 51.9 KV, 54.1 soft tokens, 54.9 prefill logits,
+        # PLE 57.7, token embedding 87.7; margin shift 1.97 logits (prefill)
+        "a16w16t": _integer_gate((81, 51, 48, 43, 45, 48, None, 37), margin=4.0, hf_deficit_db=None),
+        # a8w8t: int8 per tensor on every activation leaves the decoder 4.8 dB (HF's int8 matmul inputs:
+        # 18.7): worst 1.5 dB decode, 4.4 prefill logits, 5.7 KV, soft tokens 23.1, PLE 24.8, token
+        # embedding 39.4; margin shift 37.0 logits. The gates only catch a run far worse than that.
+        "a8w8t": _integer_gate((33, 18, 17, -2, -1, -2, None, -5), margin=74.0, hf_deficit_db=None),
+    }
+)
+
 # The schemes XNNPACK runs, as quantized programs (:mod:`gemma4_static.executorch.xnnpack_quant`: PT2E with
 # ExecuTorch's XNNPACKQuantizer, int8 at each projection's input *and output*, histogram observer,
 # and the vision stage's patch and embedding projections too), measured as stage programs on tiny,

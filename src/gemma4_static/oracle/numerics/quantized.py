@@ -41,9 +41,11 @@ class ReferenceSite:
         weight_bits: int,
         group_size: int | None = None,
         activation_bits: int | None = None,
+        per_tensor: bool = False,
     ) -> None:
         self.name, self.module, self.weight_bits, self.group_size = name, module, weight_bits, group_size
-        self.activation = None if activation_bits is None else ReferenceActivation(activation_bits)
+        self.per_tensor = per_tensor  # one weight scale for the tensor, symmetric activations
+        self.activation = None if activation_bits is None else ReferenceActivation(activation_bits, per_tensor)
         self.quantizing = False
         self.rows: tuple[torch.Tensor, torch.Tensor] | None = None  # (batch, position) indices observed, else all
         self._hook = None if self.activation is None else module.register_forward_pre_hook(self._on_input)
@@ -61,7 +63,8 @@ class ReferenceSite:
             self._hook.remove()
             return
         weight = self.module.weight
-        self.module.weight = nn.Parameter(reference_weight(weight, self.weight_bits, self.group_size), False)
+        quantized = reference_weight(weight, self.weight_bits, self.group_size, self.per_tensor)
+        self.module.weight = nn.Parameter(quantized, False)
         self.quantizing = True
 
 
@@ -83,26 +86,26 @@ def calibrated_hf(model: Any, scheme: Scheme, prompts: list[Prompt]) -> tuple[An
 
 
 def _hf_sites(model: Any, scheme: Scheme) -> Iterator[ReferenceSite]:
-    act, bits, group_size = scheme.activation_bits, scheme.weight_bits, scheme.group_size
+    act, bits, group_size, tensor = scheme.activation_bits, scheme.weight_bits, scheme.group_size, scheme.per_tensor
     text = text_module(model)
     for table, name in TABLES.items():
         if scheme.table_bits is not None and getattr(text, table, None) is not None:
-            yield ReferenceSite(name, getattr(text, table), scheme.table_bits)
+            yield ReferenceSite(name, getattr(text, table), scheme.table_bits, per_tensor=tensor)
     if getattr(text, "per_layer_model_projection", None) is not None:
-        yield ReferenceSite("PLE projection", text.per_layer_model_projection, bits, group_size, act)
+        yield ReferenceSite("PLE projection", text.per_layer_model_projection, bits, group_size, act, tensor)
     vision = getattr(getattr(model, "model", None), "vision_tower", None)
     for index, layer in enumerate([] if vision is None else vision.encoder.layers):
         for kind in (*ATTENTION, *MLP):
             clipped = getattr(layer.self_attn if kind in ATTENTION else layer.mlp, kind)
-            yield ReferenceSite(f"vision layer {index} {kind}", clipped.linear, bits, group_size, act)
+            yield ReferenceSite(f"vision layer {index} {kind}", clipped.linear, bits, group_size, act, tensor)
     for index, layer in enumerate(text.layers):
         for kind in (*ATTENTION, *MLP, *PER_LAYER):
             parent = layer.self_attn if kind in ATTENTION else layer.mlp if kind in MLP else layer
             if isinstance(getattr(parent, kind, None), nn.Linear):
                 name = f"layer {index} {RUNTIME_KINDS.get(kind, kind)}"
-                yield ReferenceSite(name, getattr(parent, kind), bits, group_size, act)
+                yield ReferenceSite(name, getattr(parent, kind), bits, group_size, act, tensor)
     if scheme.head_bits is not None:
-        yield ReferenceSite("LM head", model.lm_head, scheme.head_bits, None, act)
+        yield ReferenceSite("LM head", model.lm_head, scheme.head_bits, None, act, tensor)
 
 
 @torch.no_grad()

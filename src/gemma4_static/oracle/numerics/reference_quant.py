@@ -49,17 +49,22 @@ def _storage(bits: int) -> torch.dtype:
     return torch.int8 if bits <= 8 else torch.int16
 
 
-def weight_block(weight: torch.Tensor, group_size: int | None) -> tuple[int, int]:
+def weight_block(weight: torch.Tensor, group_size: int | None, per_tensor: bool = False) -> tuple[int, int]:
     """torchao's ``block_size`` for ``weight (rows, columns)``: one row, or ``group_size`` columns of
-    a row when ``columns`` is a multiple of it."""
-    columns = weight.shape[1]
+    a row when ``columns`` is a multiple of it; the whole tensor ``per_tensor``."""
+    rows, columns = weight.shape
+    if per_tensor:
+        return rows, columns
     return 1, group_size if group_size is not None and columns % group_size == 0 else columns
 
 
-def reference_weight(weight: torch.Tensor, bits: int, group_size: int | None = None) -> torch.Tensor:
-    """``weight (rows, columns)`` quantized and dequantized by torchao (same shape and dtype)."""
+def reference_weight(
+    weight: torch.Tensor, bits: int, group_size: int | None = None, per_tensor: bool = False
+) -> torch.Tensor:
+    """``weight (rows, columns)`` quantized and dequantized by torchao (same shape and dtype), one
+    scale per row, per group or (``per_tensor``) for the whole tensor."""
     primitives, (low, high) = _primitives(), integer_range(bits)
-    block, values = weight_block(weight, group_size), weight.detach().float()
+    block, values = weight_block(weight, group_size, per_tensor), weight.detach().float()
     if block[1] == 1:  # torchao reduces a one-element block over the whole tensor: each value twice, same max
         return reference_weight(weight.repeat_interleave(2, dim=1), bits, 2)[:, ::2].contiguous()
     scale, zero_point = primitives.choose_qparams_affine(
@@ -70,11 +75,12 @@ def reference_weight(weight: torch.Tensor, bits: int, group_size: int | None = N
 
 
 class ReferenceActivation:
-    """A static per-tensor asymmetric quantizer of ``bits``: :meth:`observe` (min and max over every
-    tensor seen), then calling it quantizes and dequantizes with torchao at that range."""
+    """A static per-tensor quantizer of ``bits``, asymmetric (or ``symmetric``: zero point 0, the range
+    ``+-max|x|``): :meth:`observe` (min and max over every tensor seen), then calling it quantizes and
+    dequantizes with torchao at that range."""
 
-    def __init__(self, bits: int) -> None:
-        self.bits, (self.low, self.high) = bits, integer_range(bits)
+    def __init__(self, bits: int, symmetric: bool = False) -> None:
+        self.bits, (self.low, self.high), self.symmetric = bits, integer_range(bits), symmetric
         self.minimum, self.maximum = float("inf"), float("-inf")
         self._qparams: tuple[torch.Tensor, torch.Tensor] | None = None
 
@@ -100,7 +106,7 @@ class ReferenceActivation:
         return primitives.choose_qparams_affine_with_min_max(
             torch.tensor([self.minimum]),
             torch.tensor([self.maximum]),
-            primitives.MappingType.ASYMMETRIC,
+            primitives.MappingType.SYMMETRIC if self.symmetric else primitives.MappingType.ASYMMETRIC,
             [1],
             torch.int32,
             self.low,

@@ -1,0 +1,47 @@
+"""What an integer profile needs before any check: HF in the same scheme beside the port, and, for a
+static scheme, the calibration both sides take from the same prompts (:data:`CALIBRATION_SEEDS`
+sample prompts of the port's shape, other content than the one checked): this runtime its fake
+quantization's ranges, another port in its own recipe (:meth:`~gemma4_static.ports.base.Gemma4Port.calibrate`,
+on every port the session builds), HF's reference through torchao (:func:`..numerics.quantized.calibrated_hf`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...ports.base import Gemma4Port, PortSetup
+from ...ports.static import StaticRuntimePort
+from ..numerics.quantized import CALIBRATION_SEEDS, calibrated_hf, dynamic_hf
+from ..references.samples import Prompt
+from .sample_plan import sample_prompt
+
+
+def prepare_scheme(session: Any, port: Gemma4Port, model: Any) -> None:
+    """Set ``session``'s HF beside ``port`` in the session's scheme (none: HF as it is) and calibrate
+    ``port`` where the scheme is static."""
+    scheme = session.scheme
+    session.hf_model = model
+    if scheme is None:
+        return
+    if scheme.dynamic:
+        session.hf_model = dynamic_hf(model, scheme)
+        return
+    session.calibration = [sample_prompt(model.config, port.limits, seed=seed) for seed in CALIBRATION_SEEDS]
+    if isinstance(port, StaticRuntimePort):
+        runtime = port.runtime
+        runtime.calibrate(lambda: [port.prefill(prompt, keep_intermediates=True) for prompt in session.calibration])
+        session.quant = runtime.quantization
+    else:
+        calibrate(port, session.calibration, session.setup)
+    session.hf_model, session.hf_sites = calibrated_hf(model, scheme, session.calibration)
+
+
+def calibrate(port: Gemma4Port, prompts: list[Prompt], setup: PortSetup) -> None:
+    """``port`` (built for ``setup``) calibrated in its own recipe on ``prompts`` as it takes them:
+    laid out on its padding side, one row at a time where ``setup`` holds fewer rows than a prompt."""
+    side = port.limits.padding_side
+    rows = [
+        prompt.row(row) if setup.batch_size < prompt.input_ids.shape[0] else prompt
+        for prompt in prompts
+        for row in (range(prompt.input_ids.shape[0]) if setup.batch_size < prompt.input_ids.shape[0] else [0])
+    ]
+    port.calibrate([prompt.padded(side) for prompt in rows])
