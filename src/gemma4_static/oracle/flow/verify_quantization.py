@@ -29,11 +29,13 @@ from collections.abc import Iterator
 from ...quant import QuantProfile
 from ..checks.report import Row, skip_row
 from ..numerics.reference_quant import reference_weight
+from .port_calls import guarded
 from .session import Session
 
 STAGE = "quantization"
 UNCOVERED_STEPS = 0.5 + 1e-3  # half a step (the zero point's rounding), plus float32 rounding of the ends
 WIDER = 2.0
+RANGE_OUTSIDE = 1e-3  # of HF's width: the two sides' float32 reductions of the same values, nothing more
 
 
 def quantization_rows(session: Session) -> Iterator[Row]:
@@ -42,12 +44,15 @@ def quantization_rows(session: Session) -> Iterator[Row]:
     XNNPACK's own quantizer or a port's own recipe."""
     if session.scheme is None:
         return
-    if session.quant is None:
+    if session.quant is None and session.scheme.dynamic:
         reason = (
             f"{session.port.name} quantizes itself in its own recipe ({session.scheme.name}): no site of the fake "
             "quantization runs; HF in the same scheme stands beside every stage row"
         )
         yield skip_row(STAGE, "sites vs torchao and HF's ranges", reason)
+        return
+    if session.quant is None:  # a port's static recipe: the ranges it calibrated beside HF's
+        yield from guarded(STAGE, "its calibrated ranges vs HF's", lambda: port_range_rows(session))
         return
     if not isinstance(session.quant, QuantProfile):
         reason = "XNNPACK's PT2E quantizer chooses its own ranges and layout; no site of the fake quantization runs"
@@ -61,6 +66,29 @@ def quantization_rows(session: Session) -> Iterator[Row]:
     yield weight_row(sites, session.hf_sites)
     measured = [site for site in sites if site.activation is not None]
     yield from range_rows(measured, session.hf_sites)
+
+
+def port_range_rows(session: Session) -> list[Row]:
+    """A port's calibrated activation ranges (:meth:`~gemma4_static.ports.base.Gemma4Port.observed_ranges`,
+    by the suite's site names) against HF's at the same matmul on the same calibration prompts: how
+    much of HF's range it leaves out (a fraction of HF's width; gated: calibrated on the same prompts, a
+    range holds every value HF saw), and how much wider it is (shown: a port's recipe may be symmetric,
+    and its static shapes may observe padding)."""
+    ranges, reference = session.port.observed_ranges(), session.hf_sites
+    sites = [(name, ranges[name], reference[name].activation) for name in ranges if name in reference]
+    sites = [(name, ours, theirs) for name, ours, theirs in sites if theirs is not None and theirs.observed]
+    outside, wider = [], []
+    for name, (low, high), theirs in sites:
+        width = max(theirs.maximum - theirs.minimum, 1e-30)
+        outside.append((max(low - theirs.minimum, theirs.maximum - high, 0.0) / width, name))
+        wider.append(((high - low) / width, name))
+    worst_outside, where = max(outside, default=(math.nan, ""))  # nothing compared never passes
+    widest, widest_at = max(wider, default=(math.nan, ""))
+    check = f"{len(sites)} of its {len(ranges)} calibrated ranges vs HF's"
+    return [
+        Row(STAGE, f"{check} [worst: {where}]", "HF's range outside (share)", worst_outside, RANGE_OUTSIDE),
+        Row(STAGE, f"{check} [widest: {widest_at}]", "width / HF's", widest, math.inf),
+    ]
 
 
 def weight_row(sites: list, reference: dict) -> Row:
