@@ -96,12 +96,14 @@ class StaticGemma4Runtime:
         self.program = self.backend.program(self.modules, self.stack, self.quantization)
         self.prefilled = False
 
-    def calibrate(self, run: Callable[[], Any]) -> None:
+    def calibrate(self, run: Callable[[], Any], *, unreached: str = "error") -> None:
         """Fix the integer profile's activation ranges (``quant``) from what ``run()`` runs through this
-        runtime, in float (e.g. prefills of sample prompts); the runtime runs quantized after."""
+        runtime, in float (e.g. prefills of sample prompts); the runtime runs quantized after. A site
+        ``run()`` never reached is an error, or with ``unreached="float"`` stays float (the vision
+        stage of a calibration on text)."""
         if self.quantization is None:
             raise ValueError("calibrate needs a runtime built with quant=SCHEME (e.g. 'a16w8'), got quant=None")
-        self.quantization.calibrate(run)
+        self.quantization.calibrate(run, unreached=unreached)
 
     def reset(self) -> None:
         """Forget the conversation: the cache is emptied and the next call must be a prefill."""

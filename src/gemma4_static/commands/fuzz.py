@@ -41,6 +41,12 @@ def add_parser(commands: Any, bounded: Any, configs: tuple[str, ...]) -> None:
         default="torch",
         help="this runtime's backend (port gemma4-static only)",
     )
+    fuzz.add_argument(
+        "--quant",
+        metavar="SCHEME",
+        help="an integer scheme the port runs (static ones calibrated on the suite's prompts): judged against "
+        "HF in float64 under the scheme's gates",
+    )
     fuzz.add_argument("--no-shrink", action="store_true", help="report the first failure as found")
     fuzz.add_argument(
         "--max-seconds",
@@ -60,15 +66,23 @@ def add_parser(commands: Any, bounded: Any, configs: tuple[str, ...]) -> None:
 def run_fuzz(args: argparse.Namespace) -> int:
     """Build the target, fuzz it, print the outcome; the exit code (a ``ValueError``, the port's error and
     the suite's own propagate to the command line's one mapping of them, ``cli``)."""
+    import torch
+
     from ..oracle.checks.verdict import ExitCode
+    from ..oracle.flow.profiles import checked_profile
     from ..oracle.fuzz import FuzzTarget, fuzz
     from ..oracle.references.models import build_default_model
 
     started = time.perf_counter()
     options = {} if backend_named(args.backend).eager else {"backend": args.backend}
-    target = FuzzTarget.of(args.port, build_default_model(args.config), max_seq=args.max_seq, **options)
+    model = build_default_model(args.config)
+    if args.quant is not None:
+        checked_profile(model, torch.float32, args.quant, args.backend, args.port)  # a ValueError: usage
+        options["quant"] = args.quant
+    target = FuzzTarget.of(args.port, model, max_seq=args.max_seq, **options)
+    profile = "" if args.quant is None else f", {args.quant} against float64"
     print(
-        f"gemma4-static fuzz: port {args.port} on {args.config} ({args.backend}, max_seq {target.max_seq}, "
+        f"gemma4-static fuzz: port {args.port} on {args.config} ({args.backend}{profile}, max_seq {target.max_seq}, "
         f"batch {target.batch}), {args.max_examples} examples from seed {args.seed}",
         flush=True,
     )

@@ -145,6 +145,13 @@ class StaticRuntimePort(Gemma4Port):
             image_position_ids=prompt.image_position_ids,
         )
 
+    def calibrate(self, prompts: list[Prompt]) -> None:
+        """Its integer profile's ranges from its own prefills of ``prompts`` (:meth:`StaticGemma4Runtime.calibrate`;
+        on text alone its vision stage stays float)."""
+        unreached = "error" if any(prompt.pixel_values is not None for prompt in prompts) else "float"
+        run = lambda: [self.prefill(prompt, keep_intermediates=True) for prompt in prompts]  # noqa: E731
+        self.runtime.calibrate(run, unreached=unreached)
+
     def decode_masks(self, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
         """Its decode masks over its ``max_seq`` slots (slot ``p`` holds position ``p`` in the mask
         table; the ring layout maps slots through the same positions), the new token at ``P``."""

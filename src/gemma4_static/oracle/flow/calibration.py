@@ -11,7 +11,7 @@ from typing import Any
 from ...ports.base import Gemma4Port, PortSetup
 from ...ports.static import StaticRuntimePort
 from ..numerics.quantized import CALIBRATION_SEEDS, calibrated_hf, dynamic_hf
-from ..references.samples import Prompt
+from ..references.samples import Prompt, text_prompt
 from .sample_plan import sample_prompt
 
 
@@ -26,13 +26,22 @@ def prepare_scheme(session: Any, port: Gemma4Port, model: Any) -> None:
         session.hf_model = dynamic_hf(model, scheme)
         return
     session.calibration = [sample_prompt(model.config, port.limits, seed=seed) for seed in CALIBRATION_SEEDS]
-    if isinstance(port, StaticRuntimePort):
-        runtime = port.runtime
-        runtime.calibrate(lambda: [port.prefill(prompt, keep_intermediates=True) for prompt in session.calibration])
-        session.quant = runtime.quantization
-    else:
-        calibrate(port, session.calibration, session.setup)
+    calibrate(port, session.calibration, session.setup)
+    if isinstance(port, StaticRuntimePort):  # its ranges, adopted by every port the session builds
+        session.quant = port.runtime.quantization
     session.hf_model, session.hf_sites = calibrated_hf(model, scheme, session.calibration)
+
+
+def calibration_prompts(config: Any, limits: Any, setup: PortSetup) -> list[Prompt]:
+    """The calibration prompts of a port with ``limits`` built for ``setup``: the session's sample
+    prompts (:data:`CALIBRATION_SEEDS`), or where they outgrow ``setup``'s static length, text prompts
+    as long as it holds (a port that needs an image in a fixed profile: its prompts always fit)."""
+    prompts = [sample_prompt(config, limits, seed=seed) for seed in CALIBRATION_SEEDS]
+    room = limits.capacity(setup.max_seq)
+    if all(prompt.input_ids.shape[1] <= room for prompt in prompts):
+        return prompts
+    rows = min(setup.batch_size, 1 if limits.single_row else 2)
+    return [text_prompt(config, [room] * rows, seed=seed) for seed in CALIBRATION_SEEDS]
 
 
 def calibrate(port: Gemma4Port, prompts: list[Prompt], setup: PortSetup) -> None:

@@ -29,7 +29,7 @@ from ..numerics.gates import GATES, Gate, quant_gate
 from ..numerics.overflow import recorded_ranges
 from ..references.hf import hf_prefill
 from ..references.samples import Prompt
-from .calibration import calibrate, prepare_scheme
+from .calibration import calibrate, calibration_prompts, prepare_scheme
 from .port_calls import make_port, port_prefill
 from .profiles import checked_profile, refused_scheme
 from .sample_plan import ONE_ROW, sample_plan
@@ -160,7 +160,7 @@ class Session:
             if self.quant is not None:
                 port.runtime.quantization.adopt(self.quant)
             elif self.calibration is not None:  # a port's static recipe: every port it builds calibrates
-                calibrate(port, self.calibration, setup)
+                calibrate(port, calibration_prompts(self.config, port.limits, setup), setup)
             yield port
         finally:
             port.close()

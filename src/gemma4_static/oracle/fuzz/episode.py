@@ -13,12 +13,14 @@ than HF can agree with itself; that disagreement is reported beside the error.""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
 from ..checks import tolerances
+from ..numerics.metrics import measure
 
 
 @dataclass
@@ -104,3 +106,35 @@ def judge(
                 kind = observed.kinds[(row, position)]
                 first = f"row {row} position {position} ({kind}): {error:.3g} > {bound:.3g}"
     return Judgement(worst[0], worst[1], compared, first, slack_used)
+
+
+def judge_in_profile(references: dict[int, torch.Tensor], observed: Observed, gate_db: float) -> Judgement:
+    """Compare every observed position of every row with HF's logits in float64 over that row's
+    history, as the SQNR of the port's logits there (a low-precision profile or an integer scheme:
+    the profile's gate, ``gate_db``); the first position below it named by row, position and kind.
+    The judgement's error and tolerance are ``-SQNR`` and ``-gate`` (the larger, the worse)."""
+    worst, compared, first = (-math.inf, -gate_db), 0, None
+    for row, by_position in sorted(observed.logits.items()):
+        for position in sorted(by_position):
+            ours, reference = by_position[position], references[row][position]
+            sqnr = measure(ours.float(), reference.float()).sqnr_db if ours.shape == reference.shape else -math.inf
+            sqnr = sqnr if sqnr == sqnr else -math.inf  # NaN: as far as it gets
+            compared += 1
+            worst = max(worst, (-sqnr, -gate_db))
+            if first is None and not sqnr >= gate_db:
+                kind = observed.kinds[(row, position)]
+                first = f"row {row} position {position} ({kind}): {sqnr:.1f} dB against float64 < gate {gate_db:g} dB"
+    return Judgement(worst[0], worst[1], compared, first)
+
+
+def greedy_divergence(tokens: list[int], logits: torch.Tensor, bound: torch.Tensor | float) -> str | None:
+    """The first generated token (of ``tokens``) that leaves HF's greedy choice by more than ``bound``
+    (one value, or ``(T,)`` per step): HF's lead of its own token over the one taken there (a token
+    outside the vocabulary: none taken), where ``logits (T, vocab)`` are HF's at each step; else ``None``."""
+    bounds = torch.as_tensor(bound, dtype=torch.float64).expand(len(tokens))
+    for step, token in enumerate(tokens):
+        best = int(logits[step].argmax())
+        lead = float(logits[step, best] - logits[step, token]) if 0 <= token < logits.shape[1] else math.inf
+        if token != best and not lead <= float(bounds[step]):
+            return f"step {step}: {token} where HF's argmax {best} leads it by {lead:.3g} (> {float(bounds[step]):.3g})"
+    return None

@@ -18,13 +18,12 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from ...cpu.schedule import chunk_starts, expand_schedule
 from ...ports.base import NotExposed
 from ...ports.prompt import Prompt
-from ..checks import tolerances
 from ..checks.parity import PLACEHOLDER_FIELDS
 from ..checks.report import Row
 from ..flow.port_calls import raised_in
 from ..references.samples import special_ids as special_ids_of
 from ..references.samples import text_prompt
-from .episode import Observed, judge
+from .episode import Observed, greedy_divergence, judge, judge_in_profile
 from .strategies import boundaries, length_anchors, near, schedules, with_specials
 from .target import FuzzTarget
 
@@ -128,7 +127,11 @@ def machine_for(target: FuzzTarget, *, images: Any = None, special_ids: bool = T
 
         def _judge(self, observed: Observed) -> None:
             references = {row: target.reference(self._history(row)) for row in observed.logits}
-            judgement = judge(references, observed, lambda row: target.second(self._history(row)))
+            if target.gate is None:
+                judgement = judge(references, observed, lambda row: target.second(self._history(row)))
+            else:  # a profile: against float64 under its gate
+                gate_db = min(target.gate.sqnr_gate("chunked prefill"), target.gate.sqnr_gate("decode steps"))
+                judgement = judge_in_profile(references, observed, gate_db)
             if judgement.diverged:
                 message = f"logits leave HF's at {judgement.first}"
                 self._fail(message, Row("fuzz", message, "max abs diff", judgement.error, judgement.tolerance))
@@ -225,14 +228,9 @@ def machine_for(target: FuzzTarget, *, images: Any = None, special_ids: bool = T
             self.port, self.prompt, self.fed = port, prompt, ours[:, : new - keeps]
             for row, length in enumerate(prompt.attention_mask.sum(dim=1).tolist()):
                 logits = target.reference(self._history(row))[length - 1 :]  # (new, vocab): each step's choice
-                bound = tolerances.token_bound(logits)
-                for step, token in enumerate(ours[row].tolist()):
-                    top = logits[step].topk(2)
-                    if token != int(top.indices[0]) and float(top.values[0] - top.values[1]) > bound:
-                        self._fail(
-                            f"greedy generation leaves HF's at row {row} step {step}: {token} where HF's argmax "
-                            f"{int(top.indices[0])} leads by {float(top.values[0] - top.values[1]):.3g} (> {bound:.3g})"
-                        )
+                divergence = greedy_divergence(ours[row].tolist(), logits, target.token_bound(logits))
+                if divergence:
+                    self._fail(f"greedy generation leaves HF's at row {row} {divergence}")
 
         @rule(what=st.sampled_from(["a prompt past max_seq", "an id equal to the vocabulary size"]))
         def refuse(self, what: str) -> None:

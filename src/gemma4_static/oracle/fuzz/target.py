@@ -4,6 +4,7 @@ conversation, so a port is reused), and HF's logits over a row's whole token his
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 import time
@@ -16,8 +17,12 @@ import torch
 
 from ...ports.base import Gemma4Port, PortLimits, PortSetup
 from ...ports.prompt import Prompt
+from ...quant.schemes import parse_scheme
 from ...spec import read_text_config
+from ..checks import tolerances
+from ..flow.calibration import calibrate, calibration_prompts
 from ..flow.port_calls import make_port
+from ..numerics.gates import quant_gate
 from .episode import hf_token_by_token_logits
 
 POOL = 6  # built ports kept at once (the least recently used is closed)
@@ -46,6 +51,7 @@ class FuzzTarget:
     first_failure: tuple[int, float] | None = None  # (examples, seconds) when the first one failed
     started: float = field(default_factory=time.perf_counter)
     max_seconds: float | None = None  # no example starts past this many seconds of the run
+    gate: Any = None  # a low-precision profile's or integer scheme's gate: judged against ``model`` in float64
     coverage: Counter = field(default_factory=Counter)  # what the examples drew: calls, lengths, schedules
 
     @classmethod
@@ -55,7 +61,10 @@ class FuzzTarget:
         """The target for port ``name`` (built by ``build(setup)``, by default the registry's factory
         with ``options``): its limits read from a port built for one row, ``max_seq`` (default: four
         windows and a decode past them) within them."""
+        scheme = options.get("quant")
         build = build or functools.partial(make_port, name, model, **options)
+        if scheme is not None:  # in an integer scheme: calibrated where static, judged against float64
+            build, model = in_scheme(build, model, parse_scheme(scheme)), copy.deepcopy(model).double()
         window = read_text_config(model.config).sliding_window
         wanted = max_seq or 4 * window + 8
         probe = build(PortSetup(wanted))
@@ -72,7 +81,8 @@ class FuzzTarget:
             wanted = max(wanted, limits.shortest_static_length + 4 * window + 8)
             wanted = min(wanted, limits.max_seq or wanted)
         slots = () if profile is None else profile.image_slots
-        return cls(name, model, wanted, limits, build, batch, paddings, slots)
+        gate = None if scheme is None else quant_gate(scheme, options.get("backend", "torch"))
+        return cls(name, model, wanted, limits, build, batch, paddings, slots, gate=gate)
 
     @property
     def capacity(self) -> int:
@@ -155,10 +165,16 @@ class FuzzTarget:
             port.close()
         self.pool.clear()
 
+    def token_bound(self, reference: torch.Tensor) -> torch.Tensor | float:
+        """How far a token's logit may trail the reference's own choice and still be a tie: the float32
+        tolerance's rule, or the profile's gate's margin."""
+        return tolerances.token_bound(reference) if self.gate is None else self.gate.token_bound(reference)
+
     def second(self, history: Prompt) -> torch.Tensor | None:
         """HF's token-by-token logits over a text ``history`` (its second computation, asked for only
-        where a port leaves the one-pass forward: :mod:`.episode`); ``None`` with images."""
-        if history.pixel_values is not None:
+        where a port leaves the one-pass forward: :mod:`.episode`); ``None`` with images, and in a
+        profile judged against float64."""
+        if history.pixel_values is not None or self.gate is not None:
             return None
         key = ("token by token", *history.input_ids[0].tolist())
         if key not in self.references:
@@ -172,9 +188,26 @@ class FuzzTarget:
         key = tuple(history.input_ids[0].tolist()) if history.pixel_values is None else None
         if key is not None and key in self.references:
             return self.references[key]
-        logits = self.model(**history.hf_kwargs()).logits[0]
+        kwargs = history.hf_kwargs()
+        if history.pixel_values is not None:  # in the reference's dtype (float64 in a profile)
+            kwargs["pixel_values"] = history.pixel_values.to(self.model.dtype)
+        logits = self.model(**kwargs).logits[0]
         if key is not None:
             self.references[key] = logits
             while len(self.references) > REFERENCES:
                 self.references.pop(next(iter(self.references)))
         return logits
+
+
+def in_scheme(build: Callable[[PortSetup], Gemma4Port], model: Any, scheme: Any) -> Callable[[PortSetup], Gemma4Port]:
+    """``build`` for an integer ``scheme``: a port built for a static one is calibrated in its own
+    recipe on the suite's calibration prompts, as verify's are."""
+    if scheme.dynamic:
+        return build
+
+    def calibrated(setup: PortSetup) -> Gemma4Port:
+        port = build(setup)
+        calibrate(port, calibration_prompts(model.config, port.limits, setup), setup)
+        return port
+
+    return calibrated
