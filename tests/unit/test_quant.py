@@ -39,7 +39,11 @@ def test_scheme_names_say_the_bits(text, bits):
         ("a16w8+e8+e8", ValueError, r"unknown or repeated options; expected some of \+e8, \+h8"),
         ("a16w8+emb8", ValueError, r"unknown or repeated options; expected some of \+e8, \+h8"),
         ("8da4w+e8", ValueError, r"quant scheme '8da4w\+e8' has unknown or repeated options; expected some of \+emb8"),
-        ("8da2w", ValueError, r"unknown base '8da2w'; expected one of \['a16w8', 'a8w8', 'a16w4', '8da4w', '8da8w', 'a16w16t', 'a8w8t'\]"),
+        (
+            "8da2w",
+            ValueError,
+            r"unknown base '8da2w'; expected one of \['a16w8', 'a8w8', 'a16w4', '8da4w', '8da8w', 'a16w16t', 'a8w8t'\]",
+        ),
         (8, TypeError, r"quant must be a scheme name such as 'a16w8', got int"),
     ],
 )
