@@ -229,6 +229,35 @@ def test_the_plugins_groups_take_an_integer_scheme(report):
     assert "quantizes itself in its own recipe" in reasons["quantization"]
 
 
+def test_the_plugins_groups_take_a_static_scheme_of_executorchs_pt2e_quantizer(report):
+    """``--gemma4-quant a8w8`` on ExecuTorch's Gemma 4: its PT2E graph (XNNPACK's quantizer, static
+    int8) calibrated on the suite's prompts, its ranges beside HF's at every site HF quantizes, then
+    every group it answers gated against float64 and within the deficit of HF's
+    same-scheme figure."""
+    rows = {}
+    for group in ("quantization", "layers", "chunked-prefill", "decode"):
+        rows[group] = check_group("executorch-gemma4", "tiny", "float32", group, quant="a8w8")
+    session = port_session("executorch-gemma4", "tiny", "float32", "a8w8")
+    assert session.port.limits.recipe("a8w8").weight_granularity == "per channel"
+    ranges = next(row for row in rows["quantization"] if row.status == "PASS")
+    sites = len(session.hf_sites)  # its recipe quantizes the LM head too, which the suite's a8w8 leaves float
+    assert ranges.check.startswith(f"{sites} of its {sites + 1} calibrated ranges"), ranges.check
+    assert "LM head" in session.port.observed_ranges() and "LM head" not in session.hf_sites
+    gated = [row for group_rows in rows.values() for row in group_rows if row.metric == "SQNR below HF's (dB)"]
+    assert {row.stage for row in gated} >= {"KV cache", "prefill logits", "chunked prefill", "decode steps"}
+    worst = min((row for group_rows in rows.values() for row in group_rows if row.metric == "SQNR dB"),
+                key=lambda row: row.value)  # fmt: skip
+    report(f"executorch-gemma4 a8w8 (PT2E XNNPACK) on tiny: {ranges.check}; worst {worst.stage} {worst.value:.1f} dB")
+
+
+def test_calibrating_executorch_gemma4_outside_a_static_scheme_is_a_clear_error(tiny_model):
+    port = ExecuTorchGemma4Port(tiny_model, PortSetup(16, quant="8da4w"))
+    with pytest.raises(ValueError, match="executorch-gemma4 was built in 8da4w: nothing to calibrate"):
+        port.calibrate([])
+    with pytest.raises(NotExposed, match="no calibrated ranges"):
+        port.observed_ranges()
+
+
 def test_the_ports_own_switches_restore_float_and_its_recipe_exactly(tiny_model):
     """ExecuTorch's Gemma 4 in 8da4w+emb8: with no group quantized its logits are the float port's,
     bit for bit; with every group quantized again, its recipe's; an unknown group is a ValueError."""

@@ -109,6 +109,33 @@ def test_the_fold_is_what_the_expected_failures_are(model):
     assert not any(row.status == "XFAIL" for row in rows)
 
 
+def test_tico_ptq_calibrated_on_the_suites_prompts_passes_its_gates(report):
+    """Its default PTQ (int16 per tensor, ``a16w16t``), calibrated by the suite on the prompts that
+    calibrate HF's same-scheme reference (images in its profile), then in QUANT mode: every layer,
+    K/V, logits and decode row gated against float64 and within the gate's deficit of HF's own
+    figure; every range it fixed reported beside HF's."""
+    session = port_session("tico-gemma4", MODEL, "float32", "a16w16t")
+    assert all(prompt.pixel_values is not None for prompt in session.calibration)
+    rows = [row for group in ("quantization", "layers", "decode") for row in run_group(session, group)]
+    gated = [row for row in rows if row.status not in ("INFO", "SKIP")]
+    assert not [row for row in rows if row.failed or row.status == "XFAIL"]
+    stages = {"quantization", "decoder layers", "KV cache", "prefill logits", "decode steps"}
+    assert {row.stage for row in gated} >= stages
+    ranges = next(row for row in gated if row.stage == "quantization")
+    assert ranges.check.startswith("291 of its 291 calibrated ranges"), ranges.check
+    worst = min((row for row in gated if row.metric == "SQNR dB"), key=lambda row: row.value)
+    assert worst.value >= 40, worst  # int16 per tensor: about 44 dB at its worst stage, measured
+    report(f"TICO a16w16t: {len(gated)} gated rows, worst {worst.stage} {worst.value:.1f} dB; {ranges.check}")
+
+
+def test_calibrating_a_float_tico_port_is_a_clear_error(model):
+    from gemma4_static.ports.base import PortSetup
+
+    port = TicoGemma4Port(model, PortSetup(300))
+    with pytest.raises(ValueError, match=r"tico-gemma4 was built in float \(setup.quant None\): nothing to calibrate"):
+        port.calibrate([])
+
+
 # -- the findings, reproduced with TICO and HF alone
 def tico_runtime_for(model, max_seq: int):
     profile = get_gemma4_static_vision_profile(PROFILE)

@@ -88,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SCHEME",
         help="an integer profile against HF float64, gated: a16w8, a8w8, a16w4, each optionally +e8+h8 (int8 "
         "embedding tables and LM head), on the PyTorch stages (fake-quantized; HF in the same scheme beside); "
-        "a8w8 also as XNNPACK programs (--backend executorch or executorch-stages)",
+        "a8w8 also as XNNPACK programs (--backend executorch or executorch-stages); another port: a scheme it "
+        "declares (dynamic 8da4w, 8da8w; static a16w16t, a8w8t, calibrated on the suite's prompts)",
     )
     verify.add_argument(
         "--sensitivity",
@@ -130,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="gemma4-static",
         metavar="NAME",
         help="the Gemma 4 implementation to check: gemma4-static (this runtime), executorch-gemma4, qnn-gemma4, "
-        "or package.module:factory (see the porting guide, docs/porting-guide.md)",
+        "tico-gemma4, or package.module:factory (see the porting guide, docs/porting-guide.md)",
     )
     verify.add_argument(
         "--kernel-set",

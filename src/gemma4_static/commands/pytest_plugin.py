@@ -43,7 +43,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--gemma4-port",
         metavar="NAME",
-        help="check this Gemma 4 port against HF: gemma4-static, executorch-gemma4, qnn-gemma4, package.module:factory",
+        help="check this Gemma 4 port against HF: gemma4-static, executorch-gemma4, qnn-gemma4, tico-gemma4, "
+        "package.module:factory",
     )
     group.addoption(
         "--gemma4-model",
@@ -56,7 +57,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--gemma4-quant",
         metavar="SCHEME",
-        help="an integer profile over float32 instead: a scheme the port declares (e.g. 8da4w+emb8), gated per stage",
+        help="an integer profile over float32 instead: a scheme the port declares (e.g. 8da4w+emb8, or a16w16t "
+        "calibrated on the suite's prompts), gated per stage",
     )
     group.addoption(
         "--gemma4-schedules-budget",

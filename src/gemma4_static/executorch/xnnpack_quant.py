@@ -83,7 +83,7 @@ class XnnpackQuantization:
 
         config = get_symmetric_quantization_config(is_per_channel=True)
         initial = {name: buffer.clone() for name, buffer in graph.named_buffers()}  # e.g. the one program's cache
-        prepared = prepare_pt2e(graph, _quantizer().set_operator_type(torch.ops.aten.linear.default, config))
+        prepared = prepare_pt2e(graph, xnnpack_quantizer().set_operator_type(torch.ops.aten.linear.default, config))
         observers = [module for name, module in prepared.named_modules() if "activation_post_process" in name]
         samples = self.samples.get((stage, signature), [])
         if samples:
@@ -104,7 +104,7 @@ class XnnpackQuantization:
         return convert_pt2e(prepared)
 
 
-def _quantizer() -> Any:
+def xnnpack_quantizer() -> Any:
     """ExecuTorch's ``XNNPACKQuantizer``, with one fix: before annotating, it turns every scalar of an
     ``add``/``mul`` into a float32 tensor, also in integer arithmetic (ExecuTorch 1.5), which makes the
     one program's cache-slot index math float and its ``index_put`` fail; such constants get the

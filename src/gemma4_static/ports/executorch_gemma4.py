@@ -9,9 +9,10 @@ key layout first), loaded with an explicit allow-list of the keys it may miss: K
 have no K/V weights in HF checkpoints (never a blanket ``strict=False``: a wrong head count would
 then load silently).
 
-In an integer scheme (``setup.quant``, one of :data:`~gemma4_static.quant.schemes.PORT_SCHEMES`) it
-is quantized by its export's own recipe, eager, with a float switch per group
-(:mod:`.executorch_recipe`)."""
+In a dynamic integer scheme (``setup.quant``, one of :data:`~gemma4_static.quant.schemes.PORT_SCHEMES`)
+it is quantized by its export's own recipe, eager, with a float switch per group
+(:mod:`.executorch_recipe`); in the static ``a8w8`` by ExecuTorch's PT2E XNNPACK quantizer,
+calibrated on the suite's prompts (:mod:`.executorch_pt2e`)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import torch
 from ..cpu.schedule import chunk_starts, expand_schedule
 from ..quant.schemes import PORT_SCHEMES
 from ..spec import text_module
+from . import executorch_pt2e
 from .base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
 from .checkpoint_layout import save_released_layout
 from .executorch_config import executorch_config, quiet_converter, text_decoder_placeholders
@@ -45,7 +47,8 @@ class ExecuTorchGemma4Port(Gemma4Port):
         padding_side=None,
         dtypes=(torch.float32, torch.bfloat16, torch.float16),
         chunked_prefill=True,
-        schemes=PORT_SCHEMES,
+        schemes=PORT_SCHEMES + executorch_pt2e.SCHEMES,
+        recipes=executorch_pt2e.RECIPES,
     )
 
     def __init__(self, model: Any, setup: PortSetup) -> None:
@@ -75,14 +78,29 @@ class ExecuTorchGemma4Port(Gemma4Port):
             )
         self.model.to(text_module(model).embed_tokens.weight.dtype)
         self.switches: dict[str, list[tuple[str, Any, Any]]] = {}  # group -> (path, quantized, float)
-        if setup.quant is not None:
+        self.program: executorch_pt2e.StaticProgram | None = None  # a static scheme's PT2E graph
+        if setup.quant in executorch_pt2e.SCHEMES:
+            self.program = executorch_pt2e.StaticProgram(self.model, setup.max_seq, self.config.num_self_decoder_layers)
+        elif setup.quant is not None:
             float_model = copy.deepcopy(self.model)
             self.model = quantized_by_its_recipe(self.model, setup.quant)
             self.switches = quantization_switches(self.model, float_model)
         self.pad_token_id = model.config.get_text_config().pad_token_id
         self.position = 0
 
+    def calibrate(self, prompts: list[Prompt]) -> None:
+        if self.program is None:
+            raise ValueError(f"{self.name} was built in {self.setup.quant or 'float'}: nothing to calibrate")
+        self.program.calibrate(lambda: [self.prefill(prompt) for prompt in prompts])
+
+    def observed_ranges(self) -> dict[str, tuple[float, float]]:
+        if self.program is None or not self.program.calibrated:
+            raise NotExposed(f"{self.name} has no calibrated ranges (built in {self.setup.quant or 'float'})")
+        return self.program.ranges
+
     def quantization_groups(self) -> tuple[str, ...]:
+        if self.program is not None:
+            raise NotExposed(f"{self.name} in {self.setup.quant} is one PT2E graph: no per-group switch")
         if not self.switches:
             raise NotExposed(f"{self.name} runs in float (no integer scheme)")
         return tuple(self.switches)
@@ -204,22 +222,27 @@ class ExecuTorchGemma4Port(Gemma4Port):
         outputs = []
         with captured_layers(self._layers) as states, captured_output(decoder, "_compute_per_layer_inputs") as ple:
             for start, chunk in zip(chunk_starts(chunks), chunks, strict=True):
-                outputs.append(self.model(ids[:, start : start + chunk], torch.arange(start, start + chunk)))
+                outputs.append(self._forward(ids[:, start : start + chunk], torch.arange(start, start + chunk)))
         self.position = length
         last = outputs[-1][:, -1]
         if not keep_intermediates:
             return PortPrefill(last)
         chunk_logits = tuple(logits[:, -1] for logits in outputs)
-        if len(chunks) > 1:  # the layers' outputs of a single call only
+        if len(chunks) > 1 or self.program is not None:  # layers' outputs: of one eager call only
             return PortPrefill(last, chunk_logits=chunk_logits)
         return PortPrefill(
             last, hidden_states=tuple(states), per_layer_inputs=ple[0].permute(1, 2, 0, 3), chunk_logits=chunk_logits
         )
 
+    @property
+    def _forward(self) -> Any:
+        """What runs a call: its model, or in a static scheme its PT2E graph (observing until calibrated)."""
+        return self.model if self.program is None else self.program
+
     @torch.no_grad()
     def decode(self, next_ids: torch.Tensor) -> torch.Tensor:
         if self.position == 0:
             raise ValueError(f"{self.name}: decode needs a prefill first")
-        logits = self.model(next_ids, torch.tensor([self.position]))[:, -1]
+        logits = self._forward(next_ids, torch.tensor([self.position]))[:, -1]
         self.position += 1
         return logits

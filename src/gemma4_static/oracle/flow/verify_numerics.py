@@ -31,8 +31,8 @@ from .session import LAYER_GROUP, Session
 
 
 def input_rows(session: Session) -> Iterator[Row]:
-    """Static inputs and token embedding exactly as HF's same-dtype ones; the embedding, PLE and the
-    soft tokens against float64 (each a SKIP row where the port does not expose it)."""
+    """Static inputs and token embedding exactly as HF's same-profile ones (:func:`_embedding_rows`);
+    the embedding, PLE and the soft tokens against float64 (each a SKIP row where the port does not expose it)."""
     prompt = session.prompt
     yield from verify_host.static_input_rows(session)
     ids = parity.llm_input_ids(prompt, session.config)
@@ -45,7 +45,11 @@ def input_rows(session: Session) -> Iterator[Row]:
 
 
 def _embedding_rows(session: Session, ids: torch.Tensor) -> Iterator[Row]:
-    yield parity.embedding_row(session.hf_model, session.port, ids)
+    """Exactly HF's same-profile lookup (a cast, a scheme's weight-only table, this runtime's
+    scheme), except in another port's static recipe, whose calibrated rounding of the lookup is its
+    own; against float64 under the gate always."""
+    if session.is_runtime or session.scheme is None or session.scheme.dynamic:
+        yield parity.embedding_row(session.hf_model, session.port, ids)
     valid = session.prompt.attention_mask.bool()
     embedded = [model.get_input_embeddings()(ids)[valid] for model in (session.hf_model, session.reference_model)]
     mine = session.port.token_embedding(ids)[valid]

@@ -132,6 +132,7 @@ def machine_for(target: FuzzTarget, *, images: Any = None, special_ids: bool = T
             else:  # a profile: against float64 under its gate
                 gate_db = min(target.gate.sqnr_gate("chunked prefill"), target.gate.sqnr_gate("decode steps"))
                 judgement = judge_in_profile(references, observed, gate_db)
+            target.coverage["positions compared"] += judgement.compared
             if judgement.diverged:
                 message = f"logits leave HF's at {judgement.first}"
                 self._fail(message, Row("fuzz", message, "max abs diff", judgement.error, judgement.tolerance))

@@ -1,0 +1,82 @@
+"""The fuzzer in a port's integer scheme: each position judged against HF in float64 under the
+scheme's gate (SQNR), a generated token against HF's greedy choice with the gate's margin, a static
+scheme's port calibrated on the suite's prompts before its first call; and the command's ``--quant``."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from gemma4_static.commands import cli
+from gemma4_static.oracle.checks.verdict import ExitCode
+from gemma4_static.oracle.fuzz import FuzzTarget, fuzz
+from gemma4_static.oracle.fuzz.episode import Observed, greedy_divergence, judge_in_profile
+from gemma4_static.oracle.numerics.gates import quant_gate
+
+GATE_DB = 20.0
+
+
+def references_and_observed(noise_at: tuple[int, int] | None, noise: float) -> tuple[dict, Observed]:
+    """Two rows of reference logits over 6 positions; the port's equal to them but for ``noise``
+    (relative) added at ``(row, position)``."""
+    generator = torch.Generator().manual_seed(0)
+    references = {row: torch.randn(6, 50, generator=generator, dtype=torch.float64) for row in (0, 1)}
+    observed = Observed()
+    for row, logits in references.items():
+        for position in (2, 3, 5):
+            ours = logits[position].float().clone()
+            if (row, position) == noise_at:
+                ours += noise * ours.norm() / math.sqrt(ours.numel()) * torch.randn(50, generator=generator)
+            observed.add(row, position, ours, "decode step" if position == 5 else "prompt's last token")
+    return references, observed
+
+
+def test_a_profile_judgement_counts_every_position_and_passes_within_the_gate():
+    judgement = judge_in_profile(*references_and_observed((1, 3), noise=0.05), gate_db=GATE_DB)
+    assert judgement.compared == 6 and not judgement.diverged
+    assert GATE_DB < -judgement.error < 30  # the worst is the noisy position: about 26 dB at 5% noise
+    assert judgement.tolerance == -GATE_DB
+
+
+def test_a_profile_judgement_names_the_first_position_below_the_gate():
+    judgement = judge_in_profile(*references_and_observed((1, 5), noise=0.5), gate_db=GATE_DB)
+    assert judgement.diverged and judgement.first.startswith("row 1 position 5 (decode step): ")
+    assert "dB against float64 < gate 20 dB" in judgement.first
+
+
+def test_a_profile_judgement_fails_nan_and_a_wrong_shape():
+    references, observed = references_and_observed(None, noise=0.0)
+    observed.logits[0][2] = torch.full((50,), float("nan"))
+    observed.logits[1][3] = torch.zeros(49)
+    judgement = judge_in_profile(references, observed, gate_db=GATE_DB)
+    assert judgement.first.startswith("row 0 position 2") and judgement.error == math.inf
+
+
+def test_greedy_divergence_excuses_only_a_token_within_the_bound():
+    logits = torch.tensor([[0.0, 3.0, 2.5], [1.0, 0.0, 0.0]], dtype=torch.float64)
+    assert greedy_divergence([1, 0], logits, 0.1) is None  # HF's own choices
+    assert greedy_divergence([2, 0], logits, 0.6) is None  # trails HF's by 0.5: a tie at this margin
+    assert greedy_divergence([2, 0], logits, 0.4) == "step 0: 2 where HF's argmax 1 leads it by 0.5 (> 0.4)"
+    assert greedy_divergence([1, 2], logits, torch.tensor([0.0, 0.9])) == (
+        "step 1: 2 where HF's argmax 0 leads it by 1 (> 0.9)"
+    )
+    assert "leads it by inf" in greedy_divergence([1, 7], logits, 100.0)  # outside the vocabulary
+
+
+def test_the_runtime_in_a_static_scheme_is_fuzzed_against_float64(tiny_model, tmp_path):
+    """``a16w8`` on this runtime: every port built calibrated, judged under the scheme's gate (its
+    positions compared, none below it), HF's side in float64."""
+    target = FuzzTarget.of("gemma4-static", tiny_model, quant="a16w8")
+    assert target.gate is quant_gate("a16w8", "torch") and target.model.dtype == torch.float64
+    result = fuzz(target, max_examples=3, seed=0, database=tmp_path, shrink=False)
+    assert result.failure is None and result.examples == 3
+    assert target.coverage["positions compared"] >= 3, target.coverage  # every example compared some
+
+
+def test_the_fuzz_command_takes_a_scheme(capsys, tmp_path):
+    argv = ["fuzz", "--max-examples", "1", "--database", str(tmp_path / "db"), "--reproduction", str(tmp_path)]
+    assert cli.main([*argv, "--quant", "a16w8"]) == ExitCode.PASSED
+    assert "(torch, a16w8 against float64, max_seq" in capsys.readouterr().out
+    assert cli.main([*argv, "--quant", "8da4w"]) == ExitCode.USAGE
+    assert "quant scheme '8da4w' is dynamic" in capsys.readouterr().err
