@@ -23,6 +23,7 @@ from .cpu.schedule import expand_schedule
 from .executorch.backends import Backend, backend_named
 from .multimodal import fuse_images
 from .npu.stages import build_stages
+from .quant.sites import observed_positions
 from .spec import read_model
 from .stack import LayerStack
 
@@ -170,16 +171,17 @@ class StaticGemma4Runtime:
         blocks = None if soft_tokens is None else self.stack.mask_table.vision_blocks(inputs.mm_token_type_ids)
         self.prefilled = False  # until this prefill has filled the cache
         by_stages = program is None or keep_intermediates
-        per_layer_inputs = stages.per_layer_inputs(inputs.input_ids, fused) if by_stages else None
-        if program is not None:  # the cache-in-program form: a single call's layer outputs from its traced twin
-            states = [] if keep_intermediates and len(chunks) == 1 else None
-            self.cache.reset(inputs.valid_length)
-            logits = program.prefill(inputs, None if soft_tokens is None else fused, blocks, chunks, states, ends)
-        else:
-            states = [fused] if keep_intermediates and chunks is None else None
-            last = self.stack.prefill(fused, per_layer_inputs, inputs, blocks, states, chunks, ends)
-            logits = stages.lm_head(last)[:, 0]
-            ends = None if ends is None else [stages.lm_head(end)[:, 0] for end in ends]
+        with observed_positions(inputs.valid):  # a calibration observes the text's prompt tokens, never its padding
+            per_layer_inputs = stages.per_layer_inputs(inputs.input_ids, fused) if by_stages else None
+            if program is not None:  # the cache-in-program form: a single call's layer outputs from its traced twin
+                states = [] if keep_intermediates and len(chunks) == 1 else None
+                self.cache.reset(inputs.valid_length)
+                logits = program.prefill(inputs, None if soft_tokens is None else fused, blocks, chunks, states, ends)
+            else:
+                states = [fused] if keep_intermediates and chunks is None else None
+                last = self.stack.prefill(fused, per_layer_inputs, inputs, blocks, states, chunks, ends)
+                logits = stages.lm_head(last)[:, 0]
+                ends = None if ends is None else [stages.lm_head(end)[:, 0] for end in ends]
         self.prefilled = True
         if not keep_intermediates:
             return PrefillOutputs(logits=logits, inputs=inputs)

@@ -142,7 +142,8 @@ def test_a_low_precision_profile_of_a_moe_model_is_refused(capsys):
         (["--quant", "8da4w"], "quant scheme '8da4w' is dynamic (activations ranged per token at run time: a port's"),
         (
             ["--quant", "a16w8", "--port", "executorch-gemma4"],
-            "port 'executorch-gemma4' runs the integer schemes ['8da4w', '8da8w', '8da4w+emb8', '8da8w+emb8'], not",
+            "port 'executorch-gemma4' runs the integer schemes "
+            "['8da4w', '8da8w', '8da4w+emb8', '8da8w+emb8', 'a8w8'], not",
         ),
         (["--quant", "8da4w", "--port", "qnn-gemma4"], "port 'qnn-gemma4' runs the integer schemes [], not '8da4w'"),
         (

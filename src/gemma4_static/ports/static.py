@@ -63,7 +63,8 @@ class StaticRuntimePort(Gemma4Port):
         sliding_cache: str = "ring",
     ) -> None:
         self.version = __version__
-        self.setup = setup
+        self.setup, self.model = setup, model
+        self.options = {"backend": backend, "mask_value": mask_value, "quant": quant, "sliding_cache": sliding_cache}
         self.runtime = StaticGemma4Runtime(
             model,
             max_seq=setup.max_seq,
@@ -147,7 +148,13 @@ class StaticRuntimePort(Gemma4Port):
 
     def calibrate(self, prompts: list[Prompt]) -> None:
         """Its integer profile's ranges from its own prefills of ``prompts`` (:meth:`StaticGemma4Runtime.calibrate`;
-        on text alone its vision stage stays float)."""
+        on text alone its vision stage stays float); prompts of fewer rows than its static batch (the
+        suite's unpadded rows) through a batch-1 runtime of the same model, whose ranges it adopts."""
+        if any(prompt.input_ids.shape[0] != self.setup.batch_size for prompt in prompts):
+            single = StaticRuntimePort(self.model, dataclasses.replace(self.setup, batch_size=1), **self.options)
+            single.calibrate(prompts)
+            self.runtime.quantization.adopt(single.runtime.quantization)
+            return
         unreached = "error" if any(prompt.pixel_values is not None for prompt in prompts) else "float"
         run = lambda: [self.prefill(prompt, keep_intermediates=True) for prompt in prompts]  # noqa: E731
         self.runtime.calibrate(run, unreached=unreached)

@@ -59,8 +59,8 @@ class ActivationQuantizer:
         self.scale, self.zero_point = scale.float(), zero_point.int()
 
     def copy_range(self, other: ActivationQuantizer) -> None:
-        """Take ``other``'s frozen range (the same site of another runtime of the same model)."""
-        self.scale, self.zero_point = other.scale, other.zero_point
+        """Take ``other``'s frozen range and what it observed (the same site of another runtime of the same model)."""
+        self.scale, self.zero_point, self.observer = other.scale, other.zero_point, other.observer
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.scale is None:

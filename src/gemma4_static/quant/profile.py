@@ -78,8 +78,12 @@ class QuantProfile:
 
     def adopt(self, calibrated: QuantProfile) -> None:
         """Take the activation ranges of ``calibrated`` (the same scheme on another runtime of the same
-        weights, site by site) and quantize every site."""
+        weights, site by site) and quantize every site; a site it dropped (never reached) stays float here too."""
         ranges = {site.name: site.activation for site in calibrated.sites}
+        for site in self.sites:
+            if site.name not in ranges:
+                site.set("float")
+        self.sites = [site for site in self.sites if site.name in ranges]
         for site in self.sites:
             if site.activation is not None:
                 site.activation.copy_range(ranges[site.name])

@@ -4,6 +4,10 @@ matmul that reads it, switchable between float, observing (calibration) and quan
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -11,6 +15,26 @@ from torch import nn
 from .fake_quant import ActivationQuantizer, quantized_weight
 
 STATES = ("float", "observe", "quantized")
+_OBSERVED = contextvars.ContextVar[torch.Tensor | None]("observed positions", default=None)
+
+
+@contextlib.contextmanager
+def observed_positions(valid: torch.Tensor) -> Iterator[None]:
+    """While the block runs, a site observing an activation ``(B, S, ...)`` whose ``(B, S)`` is
+    ``valid``'s shape observes only the positions ``valid`` marks (a static buffer's padding is never
+    calibration data; any other shape, e.g. a chunk's or the LM head's last tokens, is observed whole)."""
+    token = _OBSERVED.set(valid.bool())
+    try:
+        yield
+    finally:
+        _OBSERVED.reset(token)
+
+
+def _observed_part(x: torch.Tensor) -> torch.Tensor:
+    valid = _OBSERVED.get()
+    if valid is None or x.dim() < 3 or tuple(x.shape[:2]) != tuple(valid.shape):
+        return x
+    return x[valid]
 
 
 class QuantLinear(nn.Module):
@@ -68,7 +92,7 @@ class Site:
 
     def _on_input(self, module: nn.Module, args: tuple) -> tuple | None:
         if self.state == "observe":
-            self.activation.observe(args[self.argument])
+            self.activation.observe(_observed_part(args[self.argument]))
         if self.state != "quantized":
             return None
         changed = list(args)

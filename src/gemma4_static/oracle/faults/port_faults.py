@@ -28,7 +28,7 @@ class WrappedRuntimePort(Gemma4Port):
     bug = "none: this runtime as it is"
 
     def __init__(self, model: Any, setup: PortSetup) -> None:
-        self.inner = StaticRuntimePort(model, setup)
+        self.inner = StaticRuntimePort(model, setup, quant=setup.quant)
         self.pad_token_id = model.config.get_text_config().pad_token_id
         self.prefilling = False
         self.first_chunk: int | None = None  # the first chunk's length in the running prefill

@@ -1,6 +1,8 @@
 """What an integer profile needs before any check: HF in the same scheme beside the port, and, for a
-static scheme, the calibration both sides take from the same prompts (:data:`CALIBRATION_SEEDS`
-sample prompts of the port's shape, other content than the one checked): this runtime its fake
+static scheme, the calibration both sides take from the same prompts (every row of the
+:data:`CALIBRATION_SEEDS` sample prompts of the port's shape, other content than the one checked,
+each alone and unpadded: padding is never calibration data, so a port whose calibration observes its
+static buffer's padding shows ranges wider than HF's): this runtime its fake
 quantization's ranges, another port in its own recipe (:meth:`~gemma4_static.ports.base.Gemma4Port.calibrate`,
 on every port the session builds), HF's reference through torchao (:func:`..numerics.quantized.calibrated_hf`)."""
 
@@ -25,32 +27,33 @@ def prepare_scheme(session: Any, port: Gemma4Port, model: Any) -> None:
     if scheme.dynamic:
         session.hf_model = dynamic_hf(model, scheme)
         return
-    session.calibration = [sample_prompt(model.config, port.limits, seed=seed) for seed in CALIBRATION_SEEDS]
+    session.calibration = calibration_rows(
+        [sample_prompt(model.config, port.limits, seed=seed) for seed in CALIBRATION_SEEDS]
+    )
     calibrate(port, session.calibration, session.setup)
     if isinstance(port, StaticRuntimePort):  # its ranges, adopted by every port the session builds
         session.quant = port.runtime.quantization
     session.hf_model, session.hf_sites = calibrated_hf(model, scheme, session.calibration)
 
 
+def calibration_rows(prompts: list[Prompt]) -> list[Prompt]:
+    """Every row of ``prompts`` alone, without its padding (:meth:`~gemma4_static.ports.Prompt.row`)."""
+    return [prompt.row(index) for prompt in prompts for index in range(prompt.input_ids.shape[0])]
+
+
 def calibration_prompts(config: Any, limits: Any, setup: PortSetup) -> list[Prompt]:
-    """The calibration prompts of a port with ``limits`` built for ``setup``: the session's sample
-    prompts (:data:`CALIBRATION_SEEDS`), or where they outgrow ``setup``'s static length, text prompts
-    as long as it holds (a port that needs an image in a fixed profile: its prompts always fit)."""
-    prompts = [sample_prompt(config, limits, seed=seed) for seed in CALIBRATION_SEEDS]
+    """The calibration rows of a port with ``limits`` built for ``setup``: the session's
+    (:func:`calibration_rows` of the sample prompts of :data:`CALIBRATION_SEEDS`), or where they
+    outgrow ``setup``'s static length, text rows as long as it holds (a port that needs an image in a
+    fixed profile: its prompts always fit)."""
+    rows = calibration_rows([sample_prompt(config, limits, seed=seed) for seed in CALIBRATION_SEEDS])
     room = limits.capacity(setup.max_seq)
-    if all(prompt.input_ids.shape[1] <= room for prompt in prompts):
-        return prompts
-    rows = min(setup.batch_size, 1 if limits.single_row else 2)
-    return [text_prompt(config, [room] * rows, seed=seed) for seed in CALIBRATION_SEEDS]
+    if all(row.input_ids.shape[1] <= room for row in rows):
+        return rows
+    return [text_prompt(config, [room], seed=seed) for seed in CALIBRATION_SEEDS]
 
 
-def calibrate(port: Gemma4Port, prompts: list[Prompt], setup: PortSetup) -> None:
-    """``port`` (built for ``setup``) calibrated in its own recipe on ``prompts`` as it takes them:
-    laid out on its padding side, one row at a time where ``setup`` holds fewer rows than a prompt."""
-    side = port.limits.padding_side
-    rows = [
-        prompt.row(row) if setup.batch_size < prompt.input_ids.shape[0] else prompt
-        for prompt in prompts
-        for row in (range(prompt.input_ids.shape[0]) if setup.batch_size < prompt.input_ids.shape[0] else [0])
-    ]
-    port.calibrate([prompt.padded(side) for prompt in rows])
+def calibrate(port: Gemma4Port, rows: list[Prompt], setup: PortSetup) -> None:
+    """``port`` (built for ``setup``) calibrated in its own recipe on ``rows`` (each one unpadded row,
+    :func:`calibration_rows`), laid out on its padding side."""
+    port.calibrate([row.padded(port.limits.padding_side) for row in rows])
