@@ -56,9 +56,13 @@ class XnnpackQuantization:
         """Whether ``module``'s program is quantized (a stage with projections)."""
         return type(module).__name__ in QUANTIZED_STAGES
 
-    def calibrate(self, run: Callable[[], Any]) -> None:
+    def calibrate(self, run: Callable[[], Any], *, unreached: str = "error") -> None:
         """Record every quantized stage's inputs while ``run()`` runs the runtime (in float PyTorch);
-        the programs are quantized and lowered at their first call after it."""
+        the programs are quantized and lowered at their first call after it. A stage ``run()`` never
+        reached has no calibration: its first call is a ``ValueError`` (``unreached="error"``, the
+        only policy of its programs)."""
+        if unreached != "error":
+            raise ValueError(f"unreached must be 'error' on XNNPACK (its only policy), got {unreached!r}")
         started = time.perf_counter()
         self.recording = True
         try:

@@ -18,7 +18,9 @@ GRANULARITIES = ("per tensor", "per channel", "per group", "per token")
 class SchemeRecipe:
     """How a port runs suite scheme ``scheme`` (a name of :func:`~gemma4_static.quant.parse_scheme`):
     ``own_name`` its own name for the recipe; activations and weights each by bits, granularity (one
-    of :data:`GRANULARITIES`) and symmetry; ``sites`` what it quantizes, in words."""
+    of :data:`GRANULARITIES`) and symmetry; ``sites`` what it quantizes, in words;
+    ``activation_clipping``: its activation observers clip outliers by design (a histogram or
+    percentile observer), so its ranges may leave out part of what HF's forward produces."""
 
     scheme: str
     own_name: str
@@ -29,6 +31,7 @@ class SchemeRecipe:
     weight_granularity: str
     weight_symmetric: bool
     sites: str = ""
+    activation_clipping: bool = False
 
     def __post_init__(self) -> None:
         for name in ("activation_granularity", "weight_granularity"):
@@ -43,8 +46,9 @@ class SchemeRecipe:
 
         activations = side(self.activation_bits, self.activation_granularity, self.activation_symmetric)
         weights = side(self.weight_bits, self.weight_granularity, self.weight_symmetric)
+        clipping = " (clipping observers)" if self.activation_clipping else ""
         sites = f"; {self.sites}" if self.sites else ""
-        return f"{self.own_name}: activations {activations}, weights {weights}{sites}"
+        return f"{self.own_name}: activations {activations}{clipping}, weights {weights}{sites}"
 
 
 class Calibration:
@@ -58,5 +62,12 @@ class Calibration:
         raise self._missing("calibration in a static scheme")
 
     def observed_ranges(self) -> dict[str, tuple[float, float]]:
-        """The activation ranges calibration fixed, ``{site: (min, max)}`` by the port's own site names."""
+        """The activation range each site quantizes with after calibration, ``{site: (low, high)}`` by
+        the suite's site names (``"layer 3 q_proj"``, ``"PLE projection"``, ``"LM head"``): what its
+        frozen scale and zero point represent (:func:`representable_range`)."""
         raise self._missing("its calibrated ranges")
+
+
+def representable_range(scale: float, zero_point: float, quant_min: int, quant_max: int) -> tuple[float, float]:
+    """The range a per-tensor ``scale`` and ``zero_point`` represent over ``[quant_min, quant_max]``."""
+    return (quant_min - zero_point) * scale, (quant_max - zero_point) * scale

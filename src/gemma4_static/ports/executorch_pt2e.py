@@ -2,8 +2,8 @@
 its text decoder exported as its export exports it (``torch.export`` with a dynamic ``seq_len`` up
 to ``max_seq_len - 1`` and ``input_pos``, the KV cache as mutated buffers), annotated by ExecuTorch's
 ``XNNPACKQuantizer`` with ``get_symmetric_quantization_config(is_per_channel=True)`` on every
-``aten.linear`` (static: int8 per-tensor ranges at each linear's input and output, fixed by its
-histogram observers; int8 per-channel symmetric weights), ``prepare_pt2e``, calibrated by the port's
+``aten.linear`` (static: int8 per-tensor affine ranges at each linear's input and output, fixed by
+its histogram observers; int8 per-channel symmetric weights), ``prepare_pt2e``, calibrated by the port's
 own prefills of the suite's calibration prompts, then ``convert_pt2e``: the graph the XNNPACK
 lowering takes, run eager. Its buffers are the eager model's (the same tensors), so its cache reads
 and resets stay the port's."""
@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from .calibration import SchemeRecipe
+from .calibration import SchemeRecipe, representable_range
 
 RECIPES = (
     SchemeRecipe(
@@ -25,11 +25,12 @@ RECIPES = (
         "XNNPACKQuantizer, get_symmetric_quantization_config(is_per_channel=True) on aten.linear (PT2E, static)",
         8,
         "per tensor",
-        True,
+        False,  # torch.per_tensor_affine
         8,
         "per channel",
         True,
         "every linear's input and output (XNNPACK's static quantized linear)",
+        activation_clipping=True,  # its activations' HistogramObserver chooses a range that minimizes the error
     ),
 )
 SCHEMES = tuple(recipe.scheme for recipe in RECIPES)
@@ -83,7 +84,7 @@ class StaticProgram:
         self.calibrated = True
 
     def _observed(self) -> dict[str, tuple[float, float]]:
-        """Each linear's input range its observer fixed, by the suite's site names."""
+        """Each linear's input range as its observer's scale and zero point fix it, by the suite's site names."""
         ranges = {}
         for node in self.graph.graph.nodes:
             if node.target is not torch.ops.aten.linear.default or node.args[0].op != "call_module":
@@ -91,7 +92,10 @@ class StaticProgram:
             site = self._site(next(reversed(node.meta.get("nn_module_stack", {}).values()), ("", None))[0])
             observer = self.graph.get_submodule(node.args[0].target)
             if site and float(observer.min_val) <= float(observer.max_val):
-                ranges[site] = (float(observer.min_val), float(observer.max_val))
+                scale, zero_point = observer.calculate_qparams()
+                ranges[site] = representable_range(
+                    float(scale), float(zero_point), observer.quant_min, observer.quant_max
+                )
         return ranges
 
     def _site(self, path: str) -> str | None:

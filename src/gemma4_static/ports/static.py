@@ -13,6 +13,7 @@ from .. import __version__
 from ..cpu.masks import build_decode_bool_masks, build_prefill_bool_masks
 from ..cpu.rope import build_rope
 from ..export import StageCase, stage_cases
+from ..quant import QuantProfile
 from ..runtime import StaticGemma4Runtime
 from .base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
 from .prompt import Prompt
@@ -107,17 +108,20 @@ class StaticRuntimePort(Gemma4Port):
     def token_embedding(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.runtime.stages.embedding(input_ids)
 
-    def prefill(self, prompt: Prompt, *, keep_intermediates: bool = False) -> PortPrefill:
-        runtime = self.runtime
+    def _prefill_outputs(self, prompt: Prompt, keep_intermediates: bool) -> Any:
         self.images = (prompt.pixel_values, prompt.image_position_ids)
-        inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
-        outputs = runtime.prefill_outputs(
+        inputs = self.runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
+        return self.runtime.prefill_outputs(
             inputs,
             prompt.pixel_values,
             prompt.image_position_ids,
             keep_intermediates=keep_intermediates,
             schedule=self.setup.prefill_schedule,
         )
+
+    def prefill(self, prompt: Prompt, *, keep_intermediates: bool = False) -> PortPrefill:
+        runtime = self.runtime
+        outputs = self._prefill_outputs(prompt, keep_intermediates)
         if not keep_intermediates:
             return PortPrefill(outputs.logits)
         length = prompt.input_ids.shape[1]
@@ -155,8 +159,11 @@ class StaticRuntimePort(Gemma4Port):
             single.calibrate(prompts)
             self.runtime.quantization.adopt(single.runtime.quantization)
             return
-        unreached = "error" if any(prompt.pixel_values is not None for prompt in prompts) else "float"
-        run = lambda: [self.prefill(prompt, keep_intermediates=True) for prompt in prompts]  # noqa: E731
+        images = any(prompt.pixel_values is not None for prompt in prompts)
+        unreached = "error" if images or not isinstance(self.runtime.quantization, QuantProfile) else "float"
+        # its stages as a deployment runs them (the LM head on each row's last token only), every
+        # stage in PyTorch (a one-program form records its stages' inputs there)
+        run = lambda: [self._prefill_outputs(prompt, keep_intermediates=True) for prompt in prompts]  # noqa: E731
         self.runtime.calibrate(run, unreached=unreached)
 
     def decode_masks(self, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .calibration import SchemeRecipe
+from .calibration import SchemeRecipe, representable_range
 
 RUNTIME_MODULE = "tico.quantization.recipes.debug.static_gemma4_runtime"
 SITES = "every activation its wrappers observe (norms, RoPE, attention scores and softmax, matmul inputs and outputs)"
@@ -71,13 +71,18 @@ def calibrate(qmodel: Any, run: Callable[[], None]) -> None:
 
 
 def observed_ranges(qmodel: Any) -> dict[str, tuple[float, float]]:
-    """The input ranges its linear wrappers fixed, by the suite's site names."""
+    """The input ranges its linear wrappers quantize with (their frozen scale and zero point), by the
+    suite's site names."""
     ranges = {}
     for name, observer in qmodel.named_observers():
         for pattern, site in SITE_NAMES:
             found = pattern.search(name)
-            if found and float(observer.min_val) <= float(observer.max_val):
-                ranges[site.format(*found.groups())] = (float(observer.min_val), float(observer.max_val))
+            if found and observer.has_qparams:
+                scale, zero_point = observer.compute_qparams()
+                dtype = observer.dtype
+                ranges[site.format(*found.groups())] = representable_range(
+                    float(scale), float(zero_point), dtype.qmin, dtype.qmax
+                )
     return ranges
 
 

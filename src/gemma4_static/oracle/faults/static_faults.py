@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from ...ports.base import PortPrefill
-from ...ports.calibration import SchemeRecipe
+from ...ports.calibration import SchemeRecipe, representable_range
 from ...ports.prompt import Prompt
 from ...ports.static import StaticRuntimePort
 from ...quant.fake_quant import signed_range
@@ -27,8 +27,8 @@ RECIPES = tuple(
 
 
 class StaticSchemePort(HostStagesPort):
-    """This runtime in a static scheme seen from outside: calibrated through the port interface, its
-    ranges (the minimum and maximum each site observed) reported, its layers' outputs exposed."""
+    """This runtime in a static scheme seen from outside: calibrated through the port interface, the
+    ranges its sites quantize with reported, its layers' outputs exposed."""
 
     name = "wrapped gemma4-static, static scheme"
     limits = dataclasses.replace(
@@ -48,9 +48,14 @@ class StaticSchemePort(HostStagesPort):
 
     def observed_ranges(self) -> dict[str, tuple[float, float]]:
         return {
-            site.name: (float(site.activation.observer.min_val), float(site.activation.observer.max_val))
+            site.name: representable_range(
+                float(site.activation.scale),
+                float(site.activation.zero_point),
+                site.activation.low,
+                site.activation.high,
+            )
             for site in self.sites
-            if site.activation is not None and site.activation.observed
+            if site.activation is not None and site.activation.scale is not None
         }
 
     @property

@@ -12,6 +12,7 @@ from typing import Any
 
 from ...ports.base import Gemma4Port, PortSetup
 from ...ports.static import StaticRuntimePort
+from ...quant import QuantProfile
 from ..numerics.quantized import CALIBRATION_SEEDS, calibrated_hf, dynamic_hf
 from ..references.samples import Prompt, text_prompt
 from .sample_plan import sample_prompt
@@ -27,10 +28,12 @@ def prepare_scheme(session: Any, port: Gemma4Port, model: Any) -> None:
     if scheme.dynamic:
         session.hf_model = dynamic_hf(model, scheme)
         return
-    session.calibration = calibration_rows(
-        [sample_prompt(model.config, port.limits, seed=seed) for seed in CALIBRATION_SEEDS]
-    )
-    calibrate(port, session.calibration, session.setup)
+    prompts = [sample_prompt(model.config, port.limits, seed=seed) for seed in CALIBRATION_SEEDS]
+    session.calibration = calibration_rows(prompts)
+    if isinstance(port, StaticRuntimePort) and not isinstance(port.runtime.quantization, QuantProfile):
+        port.calibrate(prompts)  # XNNPACK's programs: calibrated at the shapes they run (its padding included)
+    else:
+        calibrate(port, session.calibration, session.setup)
     if isinstance(port, StaticRuntimePort):  # its ranges, adopted by every port the session builds
         session.quant = port.runtime.quantization
     session.hf_model, session.hf_sites = calibrated_hf(model, scheme, session.calibration)
