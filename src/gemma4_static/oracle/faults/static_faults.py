@@ -1,5 +1,5 @@
-"""Faults of a port's static scheme, each in a wrapper port around this runtime in ``a16w8`` or
-``a8w8`` that is calibrated through the port interface (:meth:`~gemma4_static.ports.base.Gemma4Port.calibrate`),
+"""Faults of a port's static scheme, each in a wrapper port around this runtime in ``a8w8`` (or
+``a16w8``) that is calibrated through the port interface (:meth:`~gemma4_static.ports.base.Gemma4Port.calibrate`),
 reports the ranges it fixed (:meth:`~gemma4_static.ports.base.Gemma4Port.observed_ranges`) and
 exposes its layers' outputs, as a port whose NPU recipe calibrates it would. Each is a bug such a
 recipe ships: calibration that observes the static buffer's padding, a matmul's range taken before
@@ -124,10 +124,12 @@ class ZeroPointDropped(StaticSchemePort):
         lopsided.activation.zero_point = torch.zeros_like(lopsided.activation.zero_point)
 
 
-# each fault and the stages whose rows must fail
+# each fault and the stages whose rows fail in a8w8 on the tiny model (the numerics do not move past
+# the gates for the padding and the zero point there: its activations are near symmetric and the
+# padding's extremes few; only the ranges the port reports show them)
 CAUGHT_BY = {
     CalibratedOnPadding: ("quantization",),
-    RangeBeforeTheNorm: ("quantization",),
+    RangeBeforeTheNorm: ("quantization", "decoder layers", "KV cache", "prefill logits", "decode steps", "generation"),
     ScalesAlongTheInputs: ("decoder layers", "KV cache", "prefill logits", "decode steps"),
-    ZeroPointDropped: ("decoder layers",),
+    ZeroPointDropped: ("quantization",),
 }
