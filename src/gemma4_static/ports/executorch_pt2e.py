@@ -36,7 +36,10 @@ RECIPES = (
 SCHEMES = tuple(recipe.scheme for recipe in RECIPES)
 # its module paths by the suite's site names (those HF's reference quantizes)
 SITE_NAMES = (
-    (re.compile(r"\.(self|cross)_decoder\.layers\.(\d+)\.(?:self_attn|mlp)\.(\w+_proj)$"), "layer"),
+    (
+        re.compile(r"\.(self|cross)_decoder\.layers\.(\d+)\.(?:self_attn|mlp|attention|feed_forward)\.(\w+_proj)$"),
+        "layer",
+    ),
     (re.compile(r"\.(self|cross)_decoder\.layers\.(\d+)\.per_layer_input_gate$"), "ple_gate"),
     (re.compile(r"\.(self|cross)_decoder\.layers\.(\d+)\.per_layer_projection$"), "ple_projection"),
     (re.compile(r"per_layer_model_projection$"), "PLE projection"),
@@ -84,27 +87,32 @@ class StaticProgram:
         self.calibrated = True
 
     def _observed(self) -> dict[str, tuple[float, float]]:
-        """Each linear's input range as its observer's scale and zero point fix it, by the suite's site names."""
-        ranges = {}
-        for node in self.graph.graph.nodes:
-            if node.target is not torch.ops.aten.linear.default or node.args[0].op != "call_module":
-                continue
-            site = self._site(next(reversed(node.meta.get("nn_module_stack", {}).values()), ("", None))[0])
-            observer = self.graph.get_submodule(node.args[0].target)
-            if site and float(observer.min_val) <= float(observer.max_val):
-                scale, zero_point = observer.calculate_qparams()
-                ranges[site] = representable_range(
-                    float(scale), float(zero_point), observer.quant_min, observer.quant_max
-                )
-        return ranges
+        return linear_input_ranges(self.graph, self.offset)
 
-    def _site(self, path: str) -> str | None:
-        for pattern, name in SITE_NAMES:
-            found = pattern.search(path)
-            if found and found.groups():
-                decoder, index, *proj = found.groups()
-                number = int(index) + (self.offset if decoder == "cross" else 0)
-                return f"layer {number} {proj[0] if proj else name}"
-            if found:
-                return name
-        return None
+
+def linear_input_ranges(graph: torch.fx.GraphModule, offset: int) -> dict[str, tuple[float, float]]:
+    """Each linear's input range in a prepared PT2E ``graph``, as its observer's scale and zero point
+    fix it, by the suite's site names (``offset``: the self decoder's layers, where the cross decoder's
+    numbering continues)."""
+    ranges = {}
+    for node in graph.graph.nodes:
+        if node.target is not torch.ops.aten.linear.default or node.args[0].op != "call_module":
+            continue
+        site = _site(next(reversed(node.meta.get("nn_module_stack", {}).values()), ("", None))[0], offset)
+        observer = graph.get_submodule(node.args[0].target)
+        if site and float(observer.min_val) <= float(observer.max_val):
+            scale, zero_point = observer.calculate_qparams()
+            ranges[site] = representable_range(float(scale), float(zero_point), observer.quant_min, observer.quant_max)
+    return ranges
+
+
+def _site(path: str, offset: int) -> str | None:
+    for pattern, name in SITE_NAMES:
+        found = pattern.search(path)
+        if found and found.groups():
+            decoder, index, *proj = found.groups()
+            number = int(index) + (offset if decoder == "cross" else 0)
+            return f"layer {number} {proj[0] if proj else name}"
+        if found:
+            return name
+    return None

@@ -33,6 +33,7 @@ from .checkpoint_layout import save_released_layout
 from .executorch_config import executorch_config, quiet_converter, text_decoder_placeholders
 from .host_stages import appended_to_absolute
 from .prompt import Prompt
+from .qnn_pt2e import RECIPES, SCHEMES, StaticPrograms, prefill_and_decode
 from .qnn_support import mask_update_defect, stub_package
 
 LLAMA_PACKAGE = "executorch.examples.qualcomm.oss_scripts.llama"
@@ -45,7 +46,13 @@ class QnnGemma4Port(Gemma4Port):
     name = "qnn-gemma4"
     # its prefill program's ar_len is fixed when it is built: every chunk but the last that long
     limits = PortLimits(
-        max_batch=1, padding_side=None, dtypes=(torch.float32,), chunked_prefill=True, uniform_chunks=True
+        max_batch=1,
+        padding_side=None,
+        dtypes=(torch.float32,),
+        chunked_prefill=True,
+        uniform_chunks=True,
+        schemes=SCHEMES,  # its 16a8w PT2E recipe, calibrated on the suite's rows (qnn_pt2e)
+        recipes=RECIPES,
     )
 
     def __init__(self, model: Any, setup: PortSetup) -> None:
@@ -86,6 +93,21 @@ class QnnGemma4Port(Gemma4Port):
             self.programs[ar_len] = wrapper.to(dtype)
         self.pad_token_id = model.config.get_text_config().pad_token_id
         self._reset()
+        self.static = (
+            None
+            if setup.quant is None
+            else StaticPrograms(self.programs, self._inputs, self.config.num_self_decoder_layers)
+        )
+
+    def calibrate(self, prompts: list[Prompt]) -> None:
+        if self.static is None:
+            raise ValueError(f"{self.name} was built in float (setup.quant None): nothing to calibrate")
+        self.static.calibrate(lambda: [prefill_and_decode(self, prompt) for prompt in prompts])
+
+    def observed_ranges(self) -> dict[str, tuple[float, float]]:
+        if self.static is None or not self.static.ranges:
+            raise NotExposed(f"{self.name} has no calibrated ranges (built in float)")
+        return self.static.ranges
 
     def explain(self, row: Any) -> str | None:
         """A placeholder row on a multimodal model (:func:`.executorch_config.text_decoder_placeholders`);
@@ -130,13 +152,8 @@ class QnnGemma4Port(Gemma4Port):
         the logits of the ``n`` tokens; their K/V written at their positions."""
         count = tokens.shape[1]
         ar_len = 1 if count == 1 else self.chunk
-        padded = torch.full((1, ar_len), self.pad_token_id, dtype=torch.int32)
-        padded[:, :count] = tokens
-        positions = torch.arange(self.position, self.position + ar_len, dtype=torch.int32)[None]
-        slots = self.context - ar_len
-        caches = [k[..., :slots] for k in self.k_cache] + [v[:, :, :slots] for v in self.v_cache]
-        causal, sliding = self._masks(ar_len)
-        logits, new_k, new_v = self.programs[ar_len](padded, causal, sliding, positions, *caches)
+        program = self.programs[ar_len] if self.static is None else self.static.graphs[ar_len]
+        logits, new_k, new_v = program(*self._inputs(ar_len, tokens))
         end = self.position + count
         for layer, (k, v) in enumerate(zip(new_k, new_v, strict=True)):
             self.k_cache[layer][..., self.position : end] = k[..., :count]
@@ -195,6 +212,17 @@ class QnnGemma4Port(Gemma4Port):
             layer: (k[row][..., index].transpose(-1, -2), v[row][:, index])
             for layer, (k, v) in enumerate(zip(self.k_cache, self.v_cache, strict=True))
         }
+
+    def _inputs(self, ar_len: int, tokens: torch.Tensor | None = None) -> tuple:
+        """A call's inputs to its program of ``ar_len`` at the current position (``tokens`` padded
+        with the pad id; none: all pad, an export's example)."""
+        padded = torch.full((1, ar_len), self.pad_token_id, dtype=torch.int32)
+        if tokens is not None:
+            padded[:, : tokens.shape[1]] = tokens
+        positions = torch.arange(self.position, self.position + ar_len, dtype=torch.int32)[None]
+        slots = self.context - ar_len
+        caches = [k[..., :slots] for k in self.k_cache] + [v[:, :, :slots] for v in self.v_cache]
+        return (padded, *self._masks(ar_len), positions, *caches)
 
     def token_embedding(self, input_ids: torch.Tensor) -> torch.Tensor:
         decoder = self.programs[1].model.self_decoder

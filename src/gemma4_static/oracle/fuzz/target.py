@@ -62,12 +62,12 @@ class FuzzTarget:
         with ``options``): its limits read from a port built for one row, ``max_seq`` (default: four
         windows and a decode past them) within them."""
         scheme = options.get("quant")
-        build = build or functools.partial(make_port, name, model, **options)
+        build = probing = build or functools.partial(make_port, name, model, **options)
         if scheme is not None:  # in an integer scheme: calibrated where static, judged against float64
             build, model = in_scheme(build, model, parse_scheme(scheme)), copy.deepcopy(model).double()
         window = read_text_config(model.config).sliding_window
         wanted = max_seq or 4 * window + 8
-        probe = build(PortSetup(wanted))
+        probe = probing(PortSetup(wanted))  # for its limits only: never called, never calibrated
         try:
             limits = probe.limits
         finally:
