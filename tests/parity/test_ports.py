@@ -250,6 +250,22 @@ def test_the_plugins_groups_take_a_static_scheme_of_executorchs_pt2e_quantizer(r
     report(f"executorch-gemma4 a8w8 (PT2E XNNPACK) on tiny: {ranges.check}; worst {worst.stage} {worst.value:.1f} dB")
 
 
+def test_qualcomms_16a8w_runs_offline_and_its_findings_hold(report):
+    """Qualcomm's 16a8w (QnnQuantizer's PT2E flow over both its programs) on the tiny model, with no
+    network (this lane's sockets are disabled; the port sets QNN_SDK_ROOT empty, as its SDK setup
+    documents, and nothing is downloaded). Two findings against HF's a16w8 on the same rows: its
+    static prefill chunk's padding is calibration data (a range 1.41x HF's, as the designed fault
+    ``calibrated-on-padding``), and its moving-average observers leave most of some ranges out
+    (the prefill logits 9.4 dB below HF's; 0.3 dB above it with min/max observers, measured)."""
+    session = port_session("qnn-gemma4", "tiny", "float32", "a16w8")
+    rows = [row for group in ("quantization", "layers") for row in run_group(session, group)]
+    width = next(row for row in rows if row.metric.startswith("width"))
+    assert width.failed and width.value > 1.3, format_row(width)
+    deficit = next(row for row in rows if row.stage == "prefill logits" and row.metric == "SQNR below HF's (dB)")
+    assert deficit.failed and deficit.value > 6, format_row(deficit)
+    report(f"qnn-gemma4 16a8w on tiny: widest range {width.value:.2f}x HF's; logits {deficit.value:.1f} dB below HF")
+
+
 def test_calibrating_executorch_gemma4_outside_a_static_scheme_is_a_clear_error(tiny_model):
     port = ExecuTorchGemma4Port(tiny_model, PortSetup(16, quant="8da4w"))
     with pytest.raises(ValueError, match="executorch-gemma4 was built in 8da4w: nothing to calibrate"):

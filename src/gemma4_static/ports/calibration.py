@@ -58,7 +58,8 @@ class Calibration:
     def calibrate(self, prompts: list[Any]) -> None:
         """Calibrate in the scheme the port was built for (``PortSetup.quant``) over ``prompts``
         (:class:`~.prompt.Prompt`, as the port takes them), in its own recipe; from then on it runs
-        quantized. Called by the suite on every port it builds in a static scheme, before any check."""
+        quantized, with no conversation left (the next call must be a prefill). Called by the suite
+        on every port it builds in a static scheme, before any check."""
         raise self._missing("calibration in a static scheme")
 
     def observed_ranges(self) -> dict[str, tuple[float, float]]:

@@ -92,6 +92,7 @@ class ExecuTorchGemma4Port(Gemma4Port):
         if self.program is None:
             raise ValueError(f"{self.name} was built in {self.setup.quant or 'float'}: nothing to calibrate")
         self.program.calibrate(lambda: [self.prefill(prompt) for prompt in prompts])
+        self._reset()  # no conversation left: the next call must be a prefill
 
     def observed_ranges(self) -> dict[str, tuple[float, float]]:
         if self.program is None or not self.program.calibrated:

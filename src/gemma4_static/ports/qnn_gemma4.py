@@ -103,6 +103,7 @@ class QnnGemma4Port(Gemma4Port):
         if self.static is None:
             raise ValueError(f"{self.name} was built in float (setup.quant None): nothing to calibrate")
         self.static.calibrate(lambda: [prefill_and_decode(self, prompt) for prompt in prompts])
+        self._reset()  # no conversation left: the next call must be a prefill
 
     def observed_ranges(self) -> dict[str, tuple[float, float]]:
         if self.static is None or not self.static.ranges:

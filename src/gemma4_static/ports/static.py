@@ -165,6 +165,7 @@ class StaticRuntimePort(Gemma4Port):
         # stage in PyTorch (a one-program form records its stages' inputs there)
         run = lambda: [self._prefill_outputs(prompt, keep_intermediates=True) for prompt in prompts]  # noqa: E731
         self.runtime.calibrate(run, unreached=unreached)
+        self.runtime.reset()  # no conversation left: the next call must be a prefill
 
     def decode_masks(self, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
         """Its decode masks over its ``max_seq`` slots (slot ``p`` holds position ``p`` in the mask

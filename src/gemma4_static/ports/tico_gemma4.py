@@ -96,6 +96,7 @@ class TicoGemma4Port(Gemma4Port):
         if prompts:  # its vision module, built at a first prefill, refuses to be built in CALIB mode
             self.runtime._get_or_create_vision_prefill(self._batch(prompts[0])["image_position_ids"])
         tico_quant.calibrate(self.runtime.qmodel, lambda: [self.prefill(prompt) for prompt in prompts])
+        self.runtime.reset_cache()  # no conversation left: the next call must be a prefill
 
     def observed_ranges(self) -> dict[str, tuple[float, float]]:
         return tico_quant.observed_ranges(self.runtime.qmodel)
