@@ -6,9 +6,11 @@ Qualcomm's static QNN Gemma 4 (:mod:`.qnn_gemma4`) and Samsung TICO's static Gem
 (:mod:`.tico_gemma4`), with helpers for adapters (:mod:`.checkpoint_layout`, :mod:`.hooks`).
 
 An adapter imports what it implements from here: ``from gemma4_static.ports import Gemma4Port, ImageProfile,
-NotExposed, PortLimits, PortPrefill, PortSetup, Prompt``."""
+NotExposed, PortLimits, PortPrefill, PortSetup, Prompt`` (and for a static scheme ``SchemeRecipe``,
+``representable_range``)."""
 
 from .base import Gemma4Port, NotExposed, OwnCheck, PortLimits, PortPrefill, PortSetup, SchemeRecipe
+from .calibration import representable_range
 from .images import ImageProfile
 from .prompt import Prompt
 
@@ -22,4 +24,5 @@ __all__ = [
     "PortSetup",
     "Prompt",
     "SchemeRecipe",
+    "representable_range",
 ]
