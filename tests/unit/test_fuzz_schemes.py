@@ -4,12 +4,14 @@ scheme's port calibrated on the suite's prompts before its first call; and the c
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
 
 from gemma4_static.commands import cli
 from gemma4_static.oracle.checks.verdict import ExitCode
+from gemma4_static.oracle.faults.static_faults import StaticSchemePort
 from gemma4_static.oracle.fuzz import FuzzTarget, fuzz
 from gemma4_static.oracle.fuzz.episode import Observed, greedy_divergence, judge_in_profile
 from gemma4_static.oracle.numerics.gates import quant_gate
@@ -80,3 +82,27 @@ def test_the_fuzz_command_takes_a_scheme(capsys, tmp_path):
     assert "(torch, a16w8 against float64, max_seq" in capsys.readouterr().out
     assert cli.main([*argv, "--quant", "8da4w"]) == ExitCode.USAGE
     assert "quant scheme '8da4w' is dynamic" in capsys.readouterr().err
+
+
+class DecodesItsLastToken(StaticSchemePort):
+    """This runtime in a static scheme with a greedy loop that decodes its last token too
+    (``generate_leaves="all"``, as TICO's ``generate_greedy``)."""
+
+    limits = dataclasses.replace(StaticSchemePort.limits, generate_leaves="all")
+
+    def generate(self, prompt, *, max_new_tokens, eos_token_id=None):
+        logits, taken = self.prefill(prompt).logits, []
+        for _ in range(max_new_tokens):
+            taken.append(logits.argmax(-1, keepdim=True))
+            logits = self.decode(taken[-1])
+        return torch.cat(taken, dim=1)
+
+
+def test_the_greedy_rule_reads_one_step_per_token_whatever_the_cache_keeps(tiny_model, tmp_path):
+    """A port that leaves every generated token in its cache, in a scheme (a margin per step): each
+    token is judged against HF's choice at its own step (HF's history then holds one token more than
+    the tokens judged)."""
+    target = FuzzTarget.of(f"{__name__}:DecodesItsLastToken", tiny_model, quant="a8w8")
+    result = fuzz(target, max_examples=6, seed=3, database=tmp_path, shrink=False)
+    assert result.failure is None, result.failure
+    assert target.coverage["generate"] > 0, target.coverage

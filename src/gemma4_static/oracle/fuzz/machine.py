@@ -228,7 +228,7 @@ def machine_for(target: FuzzTarget, *, images: Any = None, special_ids: bool = T
                 return
             self.port, self.prompt, self.fed = port, prompt, ours[:, : new - keeps]
             for row, length in enumerate(prompt.attention_mask.sum(dim=1).tolist()):
-                logits = target.reference(self._history(row))[length - 1 :]  # (new, vocab): each step's choice
+                logits = target.reference(self._history(row))[length - 1 : length - 1 + new]  # each step's choice
                 divergence = greedy_divergence(ours[row].tolist(), logits, target.token_bound(logits))
                 if divergence:
                     self._fail(f"greedy generation leaves HF's at row {row} {divergence}")
