@@ -67,14 +67,7 @@ class StaticRuntimePort(Gemma4Port):
         self.setup, self.model = setup, model
         self.options = {"backend": backend, "mask_value": mask_value, "quant": quant, "sliding_cache": sliding_cache}
         self.runtime = StaticGemma4Runtime(
-            model,
-            max_seq=setup.max_seq,
-            batch_size=setup.batch_size,
-            image_slots=setup.image_slots,
-            backend=backend,
-            mask_value=mask_value,
-            quant=quant,
-            sliding_cache=sliding_cache,
+            model, max_seq=setup.max_seq, batch_size=setup.batch_size, image_slots=setup.image_slots, **self.options
         )
         self.config = model.config
         self.images: tuple = (None, None)  # the last prefill's pixel values and positions (for its export cases)
