@@ -145,7 +145,10 @@ def test_a_low_precision_profile_of_a_moe_model_is_refused(capsys):
             "port 'executorch-gemma4' runs the integer schemes "
             "['8da4w', '8da8w', '8da4w+emb8', '8da8w+emb8', 'a8w8'], not",
         ),
-        (["--quant", "8da4w", "--port", "qnn-gemma4"], "port 'qnn-gemma4' runs the integer schemes [], not '8da4w'"),
+        (
+            ["--quant", "8da4w", "--port", "qnn-gemma4"],
+            "port 'qnn-gemma4' runs the integer schemes ['a16w8'], not '8da4w'",
+        ),
         (
             ["--quant", "a16w8", "--backend", "executorch-stages"],
             "'a16w8' does not run on XNNPACK (no 16-bit activations",
