@@ -81,6 +81,7 @@ class ExecuTorchGemma4Port(Gemma4Port):
         self.program: executorch_pt2e.StaticProgram | None = None  # a static scheme's PT2E graph
         if setup.quant in executorch_pt2e.SCHEMES:
             self.program = executorch_pt2e.StaticProgram(self.model, setup.max_seq, self.config.num_self_decoder_layers)
+            self.limits = dataclasses.replace(self.limits, reserves_decode_slot=True)  # its graph's last slot: no
         elif setup.quant is not None:
             float_model = copy.deepcopy(self.model)
             self.model = quantized_by_its_recipe(self.model, setup.quant)

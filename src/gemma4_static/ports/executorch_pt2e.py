@@ -6,7 +6,9 @@ to ``max_seq_len - 1`` and ``input_pos``, the KV cache as mutated buffers), anno
 its histogram observers; int8 per-channel symmetric weights), ``prepare_pt2e``, calibrated by the port's
 own prefills of the suite's calibration prompts, then ``convert_pt2e``: the graph the XNNPACK
 lowering takes, run eager. Its buffers are the eager model's (the same tensors), so its cache reads
-and resets stay the port's."""
+and resets stay the port's. The exported graph holds ``max_seq - 1`` tokens, one fewer than the
+eager model: a runtime assertion of the export refuses a call at position ``max_seq - 1`` (``u0 <=
+max_seq - 2``; found by the fuzzer), which the port declares (``reserves_decode_slot``)."""
 
 from __future__ import annotations
 
