@@ -9,8 +9,8 @@ An adapter imports what it implements from here: ``from gemma4_static.ports impo
 NotExposed, PortLimits, PortPrefill, PortSetup, Prompt`` (and for a static scheme ``SchemeRecipe``,
 ``representable_range``)."""
 
-from .base import Gemma4Port, NotExposed, OwnCheck, PortLimits, PortPrefill, PortSetup, SchemeRecipe
-from .calibration import representable_range
+from .base import Gemma4Port, NotExposed, OwnCheck, PortLimits, PortPrefill, PortSetup
+from .calibration import SchemeRecipe, representable_range
 from .images import ImageProfile
 from .prompt import Prompt
 

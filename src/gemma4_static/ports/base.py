@@ -34,23 +34,18 @@ import torch
 
 from ..cpu.greedy import greedy
 from ..cpu.schedule import expand_schedule
-from .calibration import Calibration, SchemeRecipe
+from .calibration import Calibration
 from .host_stages import HostStages
-from .images import ImageProfile
-from .limits import GENERATE_LEAVES, PADDING_SIDES, PortLimits
+from .limits import PortLimits
 from .prompt import Prompt
 
 __all__ = [
-    "GENERATE_LEAVES",
-    "PADDING_SIDES",
     "Gemma4Port",
-    "ImageProfile",
     "NotExposed",
     "OwnCheck",
     "PortLimits",
     "PortPrefill",
     "PortSetup",
-    "SchemeRecipe",
 ]
 
 
