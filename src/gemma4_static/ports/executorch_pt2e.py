@@ -84,12 +84,9 @@ class StaticProgram:
         from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
 
         run()
-        self.ranges = self._observed()
+        self.ranges = linear_input_ranges(self.graph, self.offset)
         self.graph = convert_pt2e(self.graph)
         self.calibrated = True
-
-    def _observed(self) -> dict[str, tuple[float, float]]:
-        return linear_input_ranges(self.graph, self.offset)
 
 
 def linear_input_ranges(graph: torch.fx.GraphModule, offset: int) -> dict[str, tuple[float, float]]:

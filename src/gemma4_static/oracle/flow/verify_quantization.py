@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from ...ports.calibration import representable_range
 from ...quant import QuantProfile
 from ..checks import tolerances
 from ..checks.report import Row, skip_row
@@ -133,8 +134,8 @@ def range_rows(sites: list, reference: dict) -> Iterator[Row]:
     uncovered, wider = [], []
     for site in sites:
         ours, theirs = site.activation, reference[site.name].activation
-        scale, zero_point = float(ours.scale), float(ours.zero_point)
-        low, high = (ours.low - zero_point) * scale, (ours.high - zero_point) * scale
+        scale = float(ours.scale)
+        low, high = representable_range(scale, float(ours.zero_point), ours.low, ours.high)
         seen_low, seen_high = min(theirs.minimum, 0.0), max(theirs.maximum, 0.0)
         uncovered.append((outside(low, high, theirs) / scale, site.name))
         wider.append(((high - low) / max(seen_high - seen_low, 1e-30), site.name))
