@@ -111,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"decode and generation steps, 1 to {STEPS_LIMIT} (default: 2 * window + 3, at most 24)",
     )
     verify.add_argument("--json", type=_writable_file, metavar="FILE", help="also write the report as JSON to FILE")
+    verify.add_argument(
+        "--html",
+        type=_writable_file,
+        metavar="FILE",
+        help="also write the report as one self-contained web page to FILE (written at the end, and when interrupted)",
+    )
     verify.add_argument("--no-export", action="store_true", help="skip the torch.export round-trip")
     verify.add_argument(
         "--backend",

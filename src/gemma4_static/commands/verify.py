@@ -61,9 +61,11 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace, model: object, name: str, checks: tuple[str, ...], started: float) -> int:
-    """Run the verification, print every row and the verdict, write the JSON; the verdict's exit code."""
+    """Run the verification, print every row and the verdict, write the JSON and the page (also what
+    finished when it is interrupted); the verdict's exit code."""
     kernels = active_kernels()
-    profile = args.dtype if args.quant is None else f"{args.quant} over float32"
+    dtype = getattr(torch, args.dtype)
+    profile = verify.profile_name(dtype, args.quant)
     print(f"gemma4-static verify: {name} ({type(model).__name__}, {profile}; port {args.port}; {kernels})", flush=True)
     colour = colour_on(sys.stdout)
     first_failure = [True]
@@ -73,41 +75,58 @@ def _report(args: argparse.Namespace, model: object, name: str, checks: tuple[st
         first_failure[0] = first_failure[0] and not row.failed
         print(format_row(row, colour=colour) + ("   <- first divergence" if marked else ""), flush=True)
 
-    result = verify.verify(
-        model,
-        dtype=getattr(torch, args.dtype),
-        max_seq=args.max_seq,
-        steps=args.steps,
-        export=not args.no_export,
-        backend=args.backend,
-        mask_value=args.mask_value,
-        checks=checks,
-        port=args.port,
-        quant=args.quant,
-        schedules_budget=args.schedules_budget,
-        on_row=show,
-    )
+    seen: list[Row] = []
+    try:
+        result = verify.verify(
+            model,
+            dtype=dtype,
+            max_seq=args.max_seq,
+            steps=args.steps,
+            export=not args.no_export,
+            backend=args.backend,
+            mask_value=args.mask_value,
+            checks=checks,
+            port=args.port,
+            quant=args.quant,
+            schedules_budget=args.schedules_budget,
+            on_row=lambda row: (show(row), seen.append(row)),
+        )
+    except KeyboardInterrupt:
+        verdict = verify.verdict_over(seen, model.config)
+        run = _run_metadata(args.port, "", profile, args.backend, name, kernels)
+        incomplete = f"interrupted after {len(seen)} rows; the check groups after them did not run"
+        _write(args, report_document(verdict, run, {"incomplete": incomplete}))
+        raise
     verdict = result.verdict
     overflowing = [row for row in result.rows if row.failed and row.stage == "overflow"]
     if overflowing:
         print(f"verify: first overflow in {args.dtype}: {overflowing[0].check}")
     print(f"verify: {verdict.summary()} ({time.perf_counter() - started:.1f} s)")
-    extra = None
+    extra = {"figures": result.figures}
     if args.sensitivity:
         from .sensitivity import sensitivity_section
 
-        extra = sensitivity_section(model, name, args.quant, args.json, max_seq=args.max_seq, port=args.port)
-    if args.json is not None:
-        run = run_metadata(
-            port=(result.port_name, result.port_version),
-            model=name,
-            profile=result.profile,
-            backend=result.backend,
-            kernel_set=kernels,
-            seeds=SEEDS,
-        )
-        try:
-            write_report(args.json, report_document(verdict, run, extra))
-        except OSError as error:
-            return _usage(f"cannot write the report to {str(args.json)!r}: {error}")
+        extra |= sensitivity_section(model, name, args.quant, args.json, max_seq=args.max_seq, port=args.port)
+    run = _run_metadata(result.port_name, result.port_version, result.profile, result.backend, name, kernels)
+    try:
+        _write(args, report_document(verdict, run, extra))
+    except OSError as error:
+        return _usage(f"cannot write the report: {error}")
     return verdict.exit_code
+
+
+def _run_metadata(port: str, version: str, profile: str, backend: str, name: str, kernels: str) -> dict:
+    return run_metadata(
+        port=(port, version), model=name, profile=profile, backend=backend, kernel_set=kernels, seeds=SEEDS
+    )
+
+
+def _write(args: argparse.Namespace, document: dict) -> None:
+    """The report as JSON (``--json``) and as a web page (``--html``), where asked."""
+    if args.json is not None:
+        write_report(args.json, document)
+    if args.html is not None:
+        from ..oracle.pages.verify_page import verify_page
+
+        args.html.write_text(verify_page(document))
+        print(f"verify: report page written to {args.html}")

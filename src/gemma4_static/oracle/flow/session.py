@@ -68,6 +68,7 @@ class Session:
     setup: PortSetup | None = None  # what the port under test was built for (its static length)
     rows: list[Row] = field(default_factory=list)  # the rows of the groups run so far (own-checks reads them)
     calibration: list[Prompt] | None = None  # a static scheme's calibration prompts
+    figures: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # what a report draws (checks.figures)
 
     @property
     def port_prompt(self) -> Prompt:

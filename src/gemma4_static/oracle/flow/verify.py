@@ -18,6 +18,7 @@ from ...executorch.backends import backend_named
 from ...ports.base import PortSetup
 from ...ports.registry import DEFAULT_PORT
 from ..checks import parity, tolerances
+from ..checks.figures import layer_points
 from ..checks.report import Row, explained, merge, skip_row
 from ..checks.verdict import Verdict
 from ..numerics import overflow
@@ -73,6 +74,7 @@ def hidden_state_rows(session: Session) -> Iterator[Row]:
     valid = session.prompt.attention_mask.bool()
     states = session.exposed(session.ours.hidden_states, "hidden states")
     layers = parity.hidden_state_rows(session.model, states, session.theirs, valid, session.dtype)[1:]
+    session.figures["layers"] = layer_points([[row] for row in layers])
     for start in range(0, len(layers), LAYER_GROUP):
         group = layers[start : start + LAYER_GROUP]
         yield merge(group, "decoder layers", f"layers {start}-{start + len(group) - 1} hidden states")
@@ -134,6 +136,7 @@ class Verification:
     port_version: str
     profile: str
     backend: str
+    figures: dict[str, list[dict[str, Any]]]  # what a report draws beside the rows (checks.figures)
 
 
 @torch.no_grad()
@@ -187,11 +190,22 @@ def verify(
                 break
     finally:
         session.close()
-    num_layers = session.config.get_text_config().num_hidden_layers
+    port_name, version = session.port.name, str(session.port.version or "")
+    verdict = verdict_over(rows, session.config)
+    return Verification(rows, verdict, port_name, version, profile_name(dtype, quant), backend, session.figures)
+
+
+def verdict_over(rows: list[Row], config: Any) -> Verdict:
+    """The verdict over ``rows`` of a model of ``config`` (every layer compared where a decoder-layers
+    row compared something)."""
+    num_layers = config.get_text_config().num_hidden_layers
     layers = any(row.stage == "decoder layers" and row.compared for row in rows)
-    verdict = Verdict.of(rows, num_layers=num_layers, layers_compared=num_layers if layers else 0)
-    profile = str(dtype).removeprefix("torch.") if quant is None else f"{quant} over float32"
-    return Verification(rows, verdict, session.port.name, str(session.port.version or ""), profile, backend)
+    return Verdict.of(rows, num_layers=num_layers, layers_compared=num_layers if layers else 0)
+
+
+def profile_name(dtype: torch.dtype, quant: str | None) -> str:
+    """The profile as a report names it: ``float32``, ``bfloat16``, ``8da4w+emb8 over float32``."""
+    return str(dtype).removeprefix("torch.") if quant is None else f"{quant} over float32"
 
 
 def run_verification(model: Any, **options: Any) -> list[Row]:

@@ -13,6 +13,7 @@ import torch
 
 from ...ports.base import NotExposed
 from ..checks import parity
+from ..checks.figures import layer_points
 from ..checks.report import Row, merge_by, skip_row
 from ..numerics import parity_numerics
 from ..references.hf import (
@@ -113,6 +114,7 @@ def _hidden_state_rows(session: Session) -> Iterator[Row]:
         parity_numerics.metric_rows("decoder layers", f"layer {index}", mine, hf[valid], reference, gate)
         for index, ((mine, reference), hf) in enumerate(zip(ours[1:], session.theirs.hidden_states[1:], strict=True))
     ]
+    session.figures["layers"] = layer_points(layers)
     for start in range(0, len(layers), LAYER_GROUP):
         group = [row for rows in layers[start : start + LAYER_GROUP] for row in rows]
         yield from merge_by(group, attrgetter("metric"), f"layers {start}-{start + LAYER_GROUP - 1} hidden states")

@@ -20,6 +20,7 @@ import torch
 from ...cpu.schedule import chunk_starts, expand_schedule
 from ...ports.base import Gemma4Port, NotExposed, PortSetup
 from ...ports.prompt import Prompt
+from ..checks.figures import grid_cell
 from ..checks.report import Row, skip_row
 from ..fuzz.boundaries import chunk_schedules, decode_steps, image_prompt_lengths, prompt_lengths
 from ..fuzz.episode import Judgement, Observed
@@ -69,31 +70,33 @@ def chunks_text(chunks: tuple[int, ...]) -> str:
     )
 
 
-def plan(port: Gemma4Port, window: int, max_seq: int, budget: int, prefix: int = 0) -> tuple[list[Case], int, int]:
+def plan(
+    port: Gemma4Port, window: int, max_seq: int, budget: int, prefix: int = 0
+) -> tuple[list[Case], list[Case], list[Case]]:
     """The grid's cases within ``budget`` port calls (most telling schedules first, a case that does
-    not fit skipped for cheaper ones), how many the port's limits refuse and how many the budget drops;
+    not fit skipped for cheaper ones), the cases the port's limits refuse and those the budget drops;
     ``prefix`` tokens (an image in the port's profile) before each prompt's text lengths."""
     lengths = image_prompt_lengths(window, max_seq - 2, prefix) if prefix else prompt_lengths(window, max_seq - 2)
     schedules = chunk_schedules(window, port.limits.max_chunk or max_seq)
-    seen, cases, refused = set(), [], 0
+    seen, cases, refused = set(), [], []
     for name in PRIORITY:
         if name not in schedules:
             continue
         schedule = None if name == "policy" else schedules[name] or (max_seq,)  # one call: (max_seq,)
         for length in lengths:
             chunks = port.prefill_schedule(length) if schedule is None else expand_schedule(schedule, length)
+            case = Case(length, name, tuple(chunks), min(decode_steps(length, window), max_seq - length - 1), schedule)
             if port.limits.refusal(chunks) is not None or splits(chunks, prefix):
-                refused += 1
-            elif (length, tuple(chunks)) not in seen:
-                seen.add((length, tuple(chunks)))
-                steps = min(decode_steps(length, window), max_seq - length - 1)
-                cases.append(Case(length, name, tuple(chunks), steps, schedule))
-    chosen, spent = [], 0
+                refused.append(case)
+            elif (length, case.chunks) not in seen:
+                seen.add((length, case.chunks))
+                cases.append(case)
+    chosen, dropped, spent = [], [], 0
     for case in cases:
-        if spent + case.cost <= budget:
-            chosen.append(case)
-            spent += case.cost
-    return chosen, refused, len(cases) - len(chosen)
+        fits = spent + case.cost <= budget
+        (chosen if fits else dropped).append(case)
+        spent += case.cost if fits else 0
+    return chosen, refused, dropped
 
 
 def splits(chunks: list[int], prefix: int) -> bool:
@@ -149,10 +152,29 @@ def schedules_rows(session: Session) -> Iterator[Row]:
             with contextlib.nullcontext(policy_port) if schedule is None else session.built(setup) as port:
                 for case in (case for case in cases if case.schedule == schedule):
                     results.setdefault(case.length, []).append((case, _judged(port, base, case, score)))
+    run = [cell(case, outcome) for length in sorted(results) for case, outcome in results[length]]
+    not_run = [cell(case, "refused") for case in refused] + [cell(case, "over budget") for case in dropped]
+    session.figures["grid"] = run + not_run
     for length in sorted(results):
         yield sqnr_row(length, results[length]) if session.low_precision else length_row(length, results[length])
-    check = f"cases run: {len(cases)} ({refused} refused by the port's limits, {dropped} over the budget)"
+    check = f"cases run: {len(cases)} ({len(refused)} refused by the port's limits, {len(dropped)} over the budget)"
     yield Row("schedules", check, "cases", len(cases), float("inf"))
+
+
+def cell(case: Case, outcome: Judgement | Scored | str) -> dict:
+    """The case as a cell of the grid's picture (:func:`..checks.figures.grid_cell`): its judgement or
+    score, ``"refused"`` / ``"over budget"``, or the traceback of a port that raised."""
+    where = (case.length, case.name, chunks_text(case.chunks))
+    if isinstance(outcome, Judgement):
+        verdict = "fail" if outcome.diverged else "pass"
+        return grid_cell(*where, verdict, value=outcome.error, tolerance=outcome.tolerance, first=outcome.first)
+    if isinstance(outcome, Scored):
+        verdict = "fail" if outcome.diverged else "pass"
+        gated = {"value": outcome.sqnr_db, "tolerance": outcome.gate_db, "higher_is_better": True}
+        return grid_cell(*where, verdict, **gated, first=outcome.first)
+    if outcome in ("refused", "over budget"):
+        return grid_cell(*where, outcome)
+    return grid_cell(*where, "raised", first=outcome.strip().splitlines()[-1])
 
 
 def _judged(port: Gemma4Port, base: Prompt, case: Case, score: Score) -> Judgement | Scored | str:
