@@ -1,4 +1,5 @@
-"""Command line: ``gemma4-static verify``, ``export``, ``fuzz`` and ``kernels`` (also ``python -m gemma4_static``)."""
+"""Command line: ``gemma4-static verify``, ``compare``, ``export``, ``fuzz``, ``new-port`` and ``kernels``
+(also ``python -m gemma4_static``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ..executorch.backends import BACKENDS
+from . import compare as compare_command
 from . import fuzz as fuzz_command
 from . import new_port
 from .output import exit_code_of, progress
@@ -176,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fuzz_command.add_parser(commands, _bounded, CONFIGS)
     new_port.add_parser(commands)
+    compare_command.add_parser(commands, _writable_file)
     return parser
 
 
@@ -193,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_export(args)
     if args.command == "new-port":
         return new_port.run_new_port(args)
+    if args.command == "compare":
+        return exit_code_of("compare", lambda: compare_command.run_compare(args))
     if args.command == "fuzz":
         with progress(args.quiet):
             return exit_code_of("fuzz", lambda: fuzz_command.run_fuzz(args))

@@ -19,6 +19,18 @@ def page(title: str, body: str) -> str:
     )
 
 
+def table(columns: list[str], body: str) -> str:
+    """A table with a header of ``columns`` (a name ending in ``~`` is hidden on a narrow screen) and
+    ``body`` rows (HTML), scrolled sideways inside its own box when it is wider than the screen."""
+    head = "".join(
+        f'<th scope="col" class="hide-narrow">{escape(name[:-1])}</th>'
+        if name.endswith("~")
+        else f'<th scope="col">{escape(name)}</th>'
+        for name in columns
+    )
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
 def badge(text: str, css: str | None = None) -> str:
     """A status in words inside a coloured box (the colour only repeats the word)."""
     return f'<span class="badge {escape(css or text)}">{escape(text)}</span>'

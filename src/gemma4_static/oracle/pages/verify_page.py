@@ -12,7 +12,7 @@ from typing import Any
 from ..checks.figures import relative_to_gate
 from ..checks.report import STATUSES
 from . import svg
-from .layout import badge, gate_text, number, page, provenance
+from .layout import badge, gate_text, number, page, provenance, table
 
 MASK_ROW = re.compile(r"^\s+(\d+)\s+([x.]+)\s+([x.]+)\s+([x.]+)\s*$")
 FIRST = "first-divergence"
@@ -106,15 +106,11 @@ def _slug(text: str) -> str:
 def _group(group: str, members: list[tuple[int, dict[str, Any]]], first: int | None) -> str:
     counts = {status: sum(row["status"] == status for _, row in members) for status in STATUSES}
     tally = ", ".join(f"{count} {status}" for status, count in counts.items() if count)
-    head = (
-        '<tr><th scope="col">status</th><th scope="col">stage</th><th scope="col">check</th>'
-        '<th scope="col" class="hide-narrow">metric</th><th scope="col">value</th><th scope="col">gate</th>'
-        '<th scope="col" class="hide-narrow">HF</th></tr>'
-    )
     body = "".join(_row(index, row, index == first) for index, row in members)
+    columns = ["status", "stage", "check", "metric~", "value", "gate", "HF~"]
     return (
         f'<section id="group-{escape(_slug(group))}"><h2>{escape(group)} <small>({escape(tally)})</small></h2>'
-        f'<div class="scroll"><table><thead>{head}</thead><tbody>{body}</tbody></table></div></section>'
+        f"{table(columns, body)}</section>"
     )
 
 
