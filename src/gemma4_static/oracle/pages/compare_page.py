@@ -48,13 +48,16 @@ def _runs(a: dict[str, Any], b: dict[str, Any], names: tuple[str, str]) -> str:
 
 
 def _stages(comparison: Comparison) -> str:
-    body = "".join(
-        f'<tr data-kind="{"worse" if loss.loss_db > comparison.threshold_db else "within"}">'
-        f'<td>{escape(loss.stage)}</td><td class="num">{loss.loss_db:+.1f} dB</td>'
-        f'<td class="num">{escape(error_text(loss.a_error))}</td><td class="num">{escape(error_text(loss.b_error))}</td>'
-        f"<td>{badge('beyond threshold', 'worse') if loss.loss_db > comparison.threshold_db else ''}</td></tr>"
-        for loss in comparison.stage_losses()
-    )
+    rows = []
+    for loss in comparison.stage_losses():
+        beyond = loss.loss_db > comparison.threshold_db
+        errors = "".join(f'<td class="num">{escape(error_text(error))}</td>' for error in (loss.a_error, loss.b_error))
+        rows.append(
+            f'<tr data-kind="{"worse" if beyond else "within"}"><td>{escape(loss.stage)}</td>'
+            f'<td class="num">{loss.loss_db:+.1f} dB</td>{errors}'
+            f"<td>{badge('beyond threshold', 'worse') if beyond else ''}</td></tr>"
+        )
+    body = "".join(rows)
     columns = ["stage", "B lost", "A: largest error", "B: largest error", ""]
     return (
         '<section id="stages"><h2>Stages by what B lost</h2><p class="legend">Each stage\'s largest absolute '
