@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from . import plugin_report
+
 COMPARED = "gemma4_compared"  # the user property of a test: (model, the stages it compared)
 OPTIONS: dict[str, Any] = {}  # this process's plugin options the test bodies read (set by the plugin)
 
@@ -107,10 +109,14 @@ class PortCheck(_SpecItem):
 
     def runtest(self) -> None:
         port, model, dtype, quant, group = self.spec
+        session = port_session(port, model, dtype, quant)
+        drawn = set(session.figures)
 
         def record(rows: list[Any]) -> None:  # before the judgement: skipped and failed tests report too
             stages = sorted({row.stage for row in rows if row.compared})
             self.user_properties.append((COMPARED, (model, stages)))
+            if OPTIONS.get("--gemma4-html") is not None:
+                self.user_properties.append(plugin_report.reported(model, group, rows, session, drawn))
 
         check_group(port, model, dtype, group, on_rows=record, quant=quant)
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from . import plugin_report
 from .pytest_items import COMPARED, OPTIONS, FuzzShard, PortCheck, close_sessions
 
 MODELS = ("tiny", "e2b-vision", "e2b-geometry", "e2b-multimodal")
@@ -74,6 +75,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="also fuzz the port with N examples per model (hypothesis state machine), split over the xdist workers",
     )
     group.addoption(
+        "--gemma4-html",
+        type=Path,
+        metavar="PATH",
+        help="also write the checks' report as a web page per model, as verify --html does (PATH for one model, "
+        "PATH's stem + -MODEL for several; also when the session is interrupted)",
+    )
+    group.addoption(
         "--gemma4-fuzz-database",
         default=".hypothesis/gemma4-fuzz",
         metavar="DIR",
@@ -87,8 +95,6 @@ def pytest_collection(session: pytest.Session) -> bool | None:
     port = config.getoption("--gemma4-port")
     if not port:
         return None
-    from ..oracle.flow.verify import CHECKS, INTEGER_ONLY
-
     models = _models(config)
     dtype, quant = config.getoption("--gemma4-dtype"), config.getoption("--gemma4-quant")
     profile = quant or dtype
@@ -97,8 +103,7 @@ def pytest_collection(session: pytest.Session) -> bool | None:
             session, name=f"{port}[{model}-{profile}]::{group}", spec=(port, model, dtype, quant, group)
         )
         for model in models
-        for group in CHECKS
-        if quant is not None or group not in INTEGER_ONLY  # those have rows in an integer profile only
+        for group in _groups(quant)
     ]
     examples = config.getoption("--gemma4-fuzz")
     shards = _workers(config)
@@ -112,6 +117,14 @@ def pytest_collection(session: pytest.Session) -> bool | None:
     session.testscollected = len(items)
     config.hook.pytest_collection_finish(session=session)
     return True
+
+
+def _groups(quant: str | None) -> list[str]:
+    """The check groups of the verify flow a session runs, in its order (the integer-only groups only
+    in an integer profile: they have rows there alone)."""
+    from ..oracle.flow.verify import CHECKS, INTEGER_ONLY
+
+    return [group for group in CHECKS if quant is not None or group not in INTEGER_ONLY]
 
 
 def _workers(config: pytest.Config) -> int:
@@ -128,7 +141,8 @@ _compared: dict[str, set[str]] = {}  # per model, the stages compared (on the co
 
 def pytest_configure(config: pytest.Config) -> None:
     _compared.clear()
-    for option in ("--gemma4-schedules-budget", "--gemma4-fuzz", "--gemma4-fuzz-database"):
+    plugin_report.clear()
+    for option in ("--gemma4-schedules-budget", "--gemma4-fuzz", "--gemma4-fuzz-database", "--gemma4-html"):
         OPTIONS[option] = config.getoption(option)
     OPTIONS["rootdir"] = Path(str(config.rootpath))
 
@@ -138,6 +152,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         if name == COMPARED:
             model, stages = value
             _compared.setdefault(model, set()).update(stages)
+        elif name == plugin_report.REPORTED:
+            plugin_report.collect(value)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -146,6 +162,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     close_sessions()
     if not session.config.getoption("--gemma4-port") or hasattr(session.config, "workerinput"):
         return
+    page = session.config.getoption("--gemma4-html")
+    if page is not None:
+        groups = _groups(session.config.getoption("--gemma4-quant"))
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        for written in plugin_report.write_pages(page, groups, interrupted):
+            print(f"\ngemma4: report page written to {written}")
     lacking = _lacking(session.config)
     if lacking and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED

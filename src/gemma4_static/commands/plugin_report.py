@@ -1,0 +1,77 @@
+"""The pytest plugin's report page (``--gemma4-html PATH``): each check-group test sends its rows,
+the figures its group drew and what the run was (as user properties, so xdist's workers hand them to
+the controller); at the session's end the controller writes one page per embedded model, as
+``verify --html`` would for the same port and profile (and, when the session was interrupted, what
+finished, marked incomplete)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+REPORTED = "gemma4_reported"  # the user property: (model, group, rows, figures, run facts)
+
+_reported: dict[str, dict[str, Any]] = {}  # per model: group -> (rows, figures), and the run's facts
+
+
+def reported(model: str, group: str, rows: list[Any], session: Any, figures_before: set[str]) -> tuple[str, Any]:
+    """The user property of a test that ran ``group`` on ``model``: its rows' fields, the figures the
+    group added to ``session`` and what the report names about the run."""
+    from dataclasses import asdict
+
+    from ..oracle.flow.verify import profile_name
+
+    figures = {name: value for name, value in session.figures.items() if name not in figures_before}
+    facts = {
+        "port": session.port.name,
+        "version": str(session.port.version or ""),
+        "profile": profile_name(session.dtype, None if session.scheme is None else session.scheme.name),
+        "backend": session.backend,
+        "layers": session.config.get_text_config().num_hidden_layers,
+    }
+    return REPORTED, (model, group, [asdict(row) for row in rows], figures, facts)
+
+
+def collect(value: tuple[str, str, list[dict[str, Any]], dict[str, Any], dict[str, Any]]) -> None:
+    model, group, rows, figures, facts = value
+    entry = _reported.setdefault(model, {"groups": {}, "facts": facts})
+    entry["groups"][group] = (rows, figures)
+
+
+def clear() -> None:
+    _reported.clear()
+
+
+def write_pages(path: Path, order: list[str], interrupted: bool) -> list[Path]:
+    """A page per model reported (``path`` itself for one model, else ``path``'s stem + ``-MODEL``),
+    the groups in ``order`` (the verify flow's); the pages written."""
+    from ..oracle.checks.report import Row
+    from ..oracle.checks.report_json import report_document, run_metadata
+    from ..oracle.checks.verdict import Verdict
+    from ..oracle.flow.sample_plan import SEEDS
+    from ..oracle.numerics.kernel_sets import active_kernels
+    from ..oracle.pages.verify_page import verify_page
+
+    written = []
+    for model, entry in sorted(_reported.items()):
+        groups, facts = entry["groups"], entry["facts"]
+        ran = [group for group in order if group in groups]
+        rows = [Row(**fields) for group in ran for fields in groups[group][0]]
+        layers = any(row.stage == "decoder layers" and row.compared for row in rows)
+        verdict = Verdict.of(rows, num_layers=facts["layers"], layers_compared=facts["layers"] if layers else 0)
+        figures = {name: value for group in ran for name, value in groups[group][1].items()}
+        run = run_metadata(
+            port=(facts["port"], facts["version"]),
+            model=model,
+            profile=facts["profile"],
+            backend=facts["backend"],
+            kernel_set=active_kernels(),
+            seeds=SEEDS,
+        )
+        extra: dict[str, Any] = {"figures": figures}
+        if interrupted or len(ran) < len(order):
+            extra["incomplete"] = f"{len(ran)} of {len(order)} check groups ran (the session was cut short)"
+        target = path if len(_reported) == 1 else path.with_name(f"{path.stem}-{model}{path.suffix}")
+        target.write_text(verify_page(report_document(verdict, run, extra)))
+        written.append(target)
+    return written
