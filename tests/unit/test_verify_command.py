@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -20,11 +21,17 @@ pytestmark = pytest.mark.usefixtures("reuse_session_models")  # the command gets
 
 
 def test_verify_passes_on_the_default_model_and_writes_json(tmp_path, capsys):
-    report_path = tmp_path / "report.json"
-    assert cli.main(["verify", "--schedules-budget", "400", "--json", str(report_path)]) == 0  # the grid: its own tests
+    report_path, page_path = tmp_path / "report.json", tmp_path / "report.html"
+    argv = ["verify", "--schedules-budget", "400", "--json", str(report_path), "--html", str(page_path)]
+    assert cli.main(argv) == 0  # the grid: its own tests
     printed = capsys.readouterr().out
-    assert "FAIL  " not in printed and printed.rstrip().splitlines()[-1].startswith("verify: ")
+    assert "FAIL  " not in printed and printed.rstrip().splitlines()[-2].startswith("verify: ")
     report = read_report(report_path)
+    page = page_path.read_text()
+    for status, count in report["counts"].items():  # the page holds the JSON's rows (the browser lane renders it)
+        assert len(re.findall(rf'<tr id="[^"]+" data-status="{status}"', page)) == count
+    outcomes = {cell["outcome"] for cell in report["figures"]["grid"]}
+    assert len(report["figures"]["layers"]) == 10 and outcomes == {"pass", "over budget"}  # a budget of 400 calls
     assert report["model"] == "tiny" and report["passed"] is True
     stages = {row["stage"] for row in report["rows"]}
     assert stages == {
@@ -271,3 +278,23 @@ def test_export_command_exports_the_configured_runtime(tmp_path, capsys, monkeyp
     (tmp_path / "a-file").write_text("")
     assert cli.main(["export", str(tmp_path / "a-file")]) == 2
     assert "is not a folder" in capsys.readouterr().err
+
+
+def test_an_interrupted_verify_writes_what_finished_marked_incomplete(tmp_path, monkeypatch):
+    from gemma4_static.oracle.checks.report import Row
+    from gemma4_static.oracle.flow import verify as flow
+
+    def interrupted(model, *, on_row, **options):
+        for row in (Row("masks prefill", "full", "mismatched entries", 0, 0, group="prefill-masks"),
+                    Row("RoPE", "full", "max abs diff", 1.0, 2.5e-7, group="rope")):  # fmt: skip
+            on_row(row)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(flow, "verify", interrupted)
+    report_path, page_path = tmp_path / "report.json", tmp_path / "report.html"
+    with pytest.raises(KeyboardInterrupt):
+        cli.main(["verify", "--json", str(report_path), "--html", str(page_path)])
+    report = read_report(report_path)
+    assert report["incomplete"].startswith("interrupted after 2 rows") and report["counts"]["FAIL"] == 1
+    page = page_path.read_text()
+    assert 'id="incomplete">incomplete: interrupted after 2 rows' in page and 'id="first-divergence"' in page
