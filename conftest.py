@@ -78,6 +78,11 @@ OPT_IN_LANES = {
         "family",
         "the 31B and 26B-A4B geometries through every check group of the verify flow, about a minute",
     ),
+    "--gemma4-browser": (
+        "browser",
+        "the report pages rendered in Debian's headless Chromium (apt-get install chromium) at a phone's and a "
+        "monitor's width",
+    ),
     "--gemma4-kernels": (
         "kernels",
         "the numerics lane and verify --dtype bfloat16/float16 under every CPU kernel set this machine runs",
