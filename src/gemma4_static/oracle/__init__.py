@@ -12,7 +12,9 @@ runtime never imports this package. Its rooms, in the order data flows through t
 - ``faults``: porting bugs injected into this project's runtime (``faults``, ``fault_patches``,
   ``catalogue``, ``catalogue_vision``) and the self-test that must catch each (``self_test``);
 - ``flow``: ``gemma4-static verify`` on a port (``session``, ``verify``, ``verify_masks``,
-  ``verify_steps``, ``verify_numerics``).
+  ``verify_steps``, ``verify_numerics``);
+- ``pages``: the reports as web pages (``verify_page``; two runs compared: ``compare``,
+  ``compare_page``), drawn from their JSON alone.
 
 A new port goes in :mod:`gemma4_static.ports`; a new check in ``checks`` and, as a group, in
 ``flow.verify.CHECKS``.
