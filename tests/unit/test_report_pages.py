@@ -230,3 +230,28 @@ def test_compare_refuses_a_threshold_that_is_not_a_loss():
 def test_the_compare_page_names_both_runs():
     page = compare_page(compare_reports(BEFORE, AFTER), ("before.json", "after.json"))
     assert "before.json" in page and "after.json" in page and 'id="verdict">regressed: 2 rows' in page
+
+
+def test_the_plugin_writes_its_page_with_the_fuzzers_shards(pytester, tmp_path):
+    """The plugin's ``--gemma4-html``: the rows of the groups run (here two, so the page says the
+    session ran part of the flow) and the fuzzer's shard, from the tests' user properties."""
+    page = tmp_path / "plugin.html"
+    result = pytester.runpytest_inprocess(
+        "-p", "gemma4_static.pytest_plugin", "--gemma4-port", "gemma4-static", "--gemma4-model", "tiny",
+        "--gemma4-fuzz", "2", "--gemma4-fuzz-database", str(tmp_path / "db"), "--gemma4-html", str(page),
+        "-k", "rope or fuzz",
+    )  # fmt: skip
+    result.assert_outcomes(passed=2)
+    written = page.read_text()
+    elements = Elements(written)
+    assert 'id="incomplete">incomplete: 1 of 15 check groups ran' in written
+    assert len(elements.having("tr", **{"data-status": "PASS"})) == 12  # the RoPE group's rows
+    assert len(elements.having("tr", **{"data-fuzz": "PASS"})) == 1 and "no divergence" in written
+
+
+def test_a_fuzz_shard_links_its_reproduction():
+    shard = {"shard": 0, "examples": 4, "seconds": 2.0, "failure": "logits leave HF's at step 2", "expected": None,
+             "reproduction": "/tmp/repro/reproduce.py"}  # fmt: skip
+    page = verify_page(_document() | {"fuzz": [shard]})
+    (row,) = Elements(page).having("tr", **{"data-fuzz": "FAIL"})
+    assert row is not None and Elements(page).having("a", href="file:///tmp/repro/reproduce.py")

@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 REPORTED = "gemma4_reported"  # the user property: (model, group, rows, figures, run facts)
+FUZZED = "gemma4_fuzzed"  # the user property of a fuzz shard: (model, what it ran and found)
 
 _reported: dict[str, dict[str, Any]] = {}  # per model: group -> (rows, figures), and the run's facts
+_fuzzed: dict[str, dict[int, dict[str, Any]]] = {}  # per model: each fuzz shard's outcome
 
 
 def reported(model: str, group: str, rows: list[Any], session: Any, figures_before: set[str]) -> tuple[str, Any]:
@@ -32,7 +34,21 @@ def reported(model: str, group: str, rows: list[Any], session: Any, figures_befo
     return REPORTED, (model, group, [asdict(row) for row in rows], figures, facts)
 
 
-def collect(value: tuple[str, str, list[dict[str, Any]], dict[str, Any], dict[str, Any]]) -> None:
+def fuzzed(model: str, shard: int, result: Any) -> tuple[str, Any]:
+    """The user property of a fuzz shard: its examples and seconds, its failure, the port's reason for
+    it (an expected failure) and its reproduction's path."""
+    reproduction = None if result.reproduction is None else str(Path(result.reproduction).resolve())
+    outcome = {"shard": shard, "examples": result.examples, "seconds": round(result.seconds, 1)}
+    outcome |= {"failure": result.failure, "expected": result.expected, "reproduction": reproduction}
+    return FUZZED, (model, outcome)
+
+
+def collect(name: str, value: Any) -> None:
+    """Keep a test's user property ``name`` (:data:`REPORTED` or :data:`FUZZED`) for the pages."""
+    if name == FUZZED:
+        model, outcome = value
+        _fuzzed.setdefault(model, {})[outcome["shard"]] = outcome  # once, however often it is reported
+        return
     model, group, rows, figures, facts = value
     entry = _reported.setdefault(model, {"groups": {}, "facts": facts})
     entry["groups"][group] = (rows, figures)
@@ -40,6 +56,7 @@ def collect(value: tuple[str, str, list[dict[str, Any]], dict[str, Any], dict[st
 
 def clear() -> None:
     _reported.clear()
+    _fuzzed.clear()
 
 
 def write_pages(path: Path, order: list[str], interrupted: bool) -> list[Path]:
@@ -69,6 +86,8 @@ def write_pages(path: Path, order: list[str], interrupted: bool) -> list[Path]:
             seeds=SEEDS,
         )
         extra: dict[str, Any] = {"figures": figures}
+        if model in _fuzzed:
+            extra["fuzz"] = [outcome for _, outcome in sorted(_fuzzed[model].items())]
         if interrupted or len(ran) < len(order):
             extra["incomplete"] = f"{len(ran)} of {len(order)} check groups ran (the session was cut short)"
         target = path if len(_reported) == 1 else path.with_name(f"{path.stem}-{model}{path.suffix}")

@@ -145,6 +145,8 @@ class FuzzShard(_SpecItem):
         )
         if result.examples:
             self.user_properties.append((COMPARED, (model, ["prefill logits", "decode steps"])))
+        if OPTIONS.get("--gemma4-html") is not None:
+            self.user_properties.append(plugin_report.fuzzed(model, shard, result))
         if result.failure is not None and result.expected is not None:
             pytest.xfail(f"documented by the port: {result.expected} ({result.failure})")
         if result.failure is not None:

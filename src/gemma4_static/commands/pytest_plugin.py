@@ -152,8 +152,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         if name == COMPARED:
             model, stages = value
             _compared.setdefault(model, set()).update(stages)
-        elif name == plugin_report.REPORTED:
-            plugin_report.collect(value)
+        elif name in (plugin_report.REPORTED, plugin_report.FUZZED):
+            plugin_report.collect(name, value)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

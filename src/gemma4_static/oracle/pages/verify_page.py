@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from html import escape
+from pathlib import Path
 from typing import Any
 
 from ..checks.figures import relative_to_gate
@@ -81,6 +82,8 @@ def _pictures(document: dict[str, Any]) -> list[str]:
             "worst error relative to the gate (blank: the schedule gives another schedule's chunks).</p>"
             f'<p class="legend">{svg.scale_legend()}</p>{svg.heat_map(cells)}</section>'
         )
+    if document.get("fuzz"):
+        parts.append(_fuzz(document["fuzz"]))
     sensitivity = document.get("sensitivity")
     if sensitivity:
         ranked = sensitivity["ranked"]["only"]
@@ -89,6 +92,25 @@ def _pictures(document: dict[str, Any]) -> list[str]:
         chart = svg.bar_chart(bars, label, sensitivity["baseline"].get("kl_mean"))
         parts.append(f'<section id="sensitivity"><h2>Sensitivity</h2>{chart}</section>')
     return parts
+
+
+def _fuzz(shards: list[dict[str, Any]]) -> str:
+    """The fuzzer's shards: examples, seconds, the failure found and a link to its reproduction."""
+    rows = []
+    for shard in shards:
+        status = "PASS" if shard["failure"] is None else "XFAIL" if shard["expected"] else "FAIL"
+        found = escape(shard["failure"] or "no divergence")
+        if shard["reproduction"]:
+            link = Path(shard["reproduction"]).as_uri()
+            found += (
+                f' <a href="{escape(link)}">reproduction</a> (run it alone: python {escape(shard["reproduction"])})'
+            )
+        rows.append(
+            f'<tr data-fuzz="{status}"><td>{badge(status)}</td><td>{shard["shard"]}</td>'
+            f'<td class="num">{shard["examples"]}</td><td class="num">{shard["seconds"]} s</td><td>{found}</td></tr>'
+        )
+    columns = ["status", "shard", "examples", "seconds", "found"]
+    return f'<section id="fuzz"><h2>Fuzzer</h2>{table(columns, "".join(rows))}</section>'
 
 
 def _relative(point: dict[str, Any]) -> dict[str, Any]:
