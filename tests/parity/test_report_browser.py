@@ -7,6 +7,7 @@ than the screen; a screenshot of each (in ``$GEMMA4_SCREENSHOTS`` when set)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -97,7 +98,28 @@ def test_the_verify_page_in_chromium(browser, documents, folder, run, width, rep
     document = documents[run]
     path = folder / f"verify-{run}.html"
     path.write_text(verify_page(document))
-    context, page, leaving, errors = _open(browser, path, WIDTHS[width])
+    shot = _check_verify_page(browser, document, path, WIDTHS[width], folder / f"verify-{run}-{width}.png")
+    report(f"{run} at {WIDTHS[width]} px: {sum(document['counts'].values())} rows, {path.stat().st_size} bytes, {shot}")
+
+
+NAMED = os.environ.get("GEMMA4_REPORTS", "").split()  # reports (JSON, the page beside as .html) of other runs
+
+
+@pytest.mark.skipif(not NAMED, reason="no report named: set GEMMA4_REPORTS to JSON reports with their .html beside")
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("named", NAMED)
+def test_the_page_of_a_named_report_in_chromium(browser, folder, named, width, report):
+    """The page ``verify --json R.json --html R.html`` wrote for a run of any port and model (CI: the
+    E2B geometry's runs), checked against its JSON as the lane's own pages are."""
+    document = json.loads(Path(named).read_text())
+    path = Path(named).with_suffix(".html")
+    _check_verify_page(browser, document, path, WIDTHS[width], folder / f"{path.stem}-{width}.png")
+    report(f"{named} at {WIDTHS[width]} px: {sum(document['counts'].values())} rows, {path.stat().st_size} bytes")
+
+
+def _check_verify_page(browser, document: dict, path: Path, width: int, shot: Path) -> Path:
+    """The page at ``path`` against its ``document``, ``width`` wide; its screenshot at ``shot``."""
+    context, page, leaving, errors = _open(browser, path, width)
     try:
         for status, count in document["counts"].items():
             assert page.locator(f"tr[data-status={status}]").count() == count, status
@@ -109,17 +131,17 @@ def test_the_verify_page_in_chromium(browser, documents, folder, run, width, rep
             page.locator('a[href="#first-divergence"]').click()
             assert page.evaluate("location.hash") == "#first-divergence"
             assert page.locator("#first-divergence").is_visible()
+        if any(row["status"] == "FAIL" and row["stage"].startswith("masks") for row in document["rows"]):
             assert page.locator("tr[data-status=FAIL] svg.mask").count() > 0  # the failing masks, drawn
-        assert page.locator("#layers-plot svg").count() == 1 and page.locator("#grid g.cell").count() == len(
-            document["figures"]["grid"]
-        )
-        _check_layout(page, leaving, errors, WIDTHS[width])
-        shot = folder / f"verify-{run}-{width}.png"
+        figures = document.get("figures", {})
+        assert page.locator("#layers-plot svg").count() == (1 if figures.get("layers") else 0)
+        assert page.locator("#grid g.cell").count() == len(figures.get("grid", []))
+        _check_layout(page, leaving, errors, width)
         page.screenshot(path=str(shot), full_page=True)
         assert shot.stat().st_size > 10_000
     finally:
         context.close()
-    report(f"{run} at {WIDTHS[width]} px: {sum(document['counts'].values())} rows, {path.stat().st_size} bytes, {shot}")
+    return shot
 
 
 @pytest.mark.parametrize("width", WIDTHS)

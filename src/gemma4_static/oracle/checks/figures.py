@@ -1,5 +1,6 @@
 """What a report draws, beside its rows: the per-layer error across the decoder stack (every layer,
-before the rows merge them in groups) and the schedules grid cell by cell (prompt length by
+before the rows merge them in groups), the logits' error per position (float32, where a port
+exposes every position's logits) and the schedules grid cell by cell (prompt length by
 schedule, refused and over-budget cases included). Plain JSON values (the report's ``figures``
 section, :mod:`..pages` draws them); each value relative to its gate is ``relative`` (at most 1
 inside it, ``None`` where nothing was compared)."""
@@ -41,6 +42,24 @@ def layer_points(layers: list[list[Row]]) -> list[dict[str, Any]]:
         }
         for index, rows in enumerate(layers)
         for row in rows
+    ]
+
+
+def position_points(places: list[list[int]], errors: list[float], tolerance: float) -> list[dict[str, Any]]:
+    """The logits' largest error at each valid ``(row, position)`` of ``places`` against the row's
+    ``tolerance``, as points of the per-position plot."""
+    return [
+        {
+            "row": row,
+            "position": position,
+            "metric": "max abs diff",
+            "value": error,
+            "tolerance": tolerance,
+            "hf": None,
+            "higher_is_better": False,
+            "status": "PASS" if error <= tolerance else "FAIL",
+        }
+        for (row, position), error in zip(places, errors, strict=True)
     ]
 
 

@@ -18,7 +18,7 @@ from ...executorch.backends import backend_named
 from ...ports.base import PortSetup
 from ...ports.registry import DEFAULT_PORT
 from ..checks import parity, tolerances
-from ..checks.figures import layer_points
+from ..checks.figures import layer_points, position_points
 from ..checks.report import Row, explained, merge, skip_row
 from ..checks.verdict import Verdict
 from ..numerics import overflow
@@ -65,9 +65,12 @@ def all_logits_row(session: Session) -> Row:
     ours = session.exposed(session.ours.all_logits, "the logits at every position")
     if ours.shape[:2] != valid.shape:
         return parity.compare("prefill logits", "every valid position", ours, session.theirs.logits, 0.0)
-    return parity.stage_row(
+    row = parity.stage_row(
         "prefill logits", "every valid position", ours[valid], session.theirs.logits[valid], session.dtype
     )
+    errors = (ours[valid].double() - session.theirs.logits[valid].double()).abs().amax(dim=-1).tolist()
+    session.figures["positions"] = position_points(valid.nonzero().tolist(), errors, row.tolerance)
+    return row
 
 
 def hidden_state_rows(session: Session) -> Iterator[Row]:

@@ -24,56 +24,58 @@ def _log_position(relative: float | None, top: float) -> float:
     return (math.log10(value) - math.log10(FLOOR)) / (math.log10(top) - math.log10(FLOOR))
 
 
-def layer_plot(points: Sequence[dict[str, Any]], metric: str) -> str:
-    """Each layer's error relative to its gate (log axis; 1 = the gate) for ``metric``: ours as a line
-    of dots (failing layers as crosses), HF's own in the same profile dashed where the report has it."""
-    chosen = [point for point in points if point["metric"] == metric]
-    if not chosen:
+def error_plot(points: Sequence[dict[str, Any]], *, x_key: str, x_label: str, title: str, series_key: str = "") -> str:
+    """Each point's error relative to its gate (``relative``; log axis, 1 = the gate) against its
+    ``x_key`` value: a line per ``series_key`` value (one line without it), failing points as
+    crosses, HF's own (``hf_relative``) dashed where the report has it; each point's numbers in its
+    tooltip (dots drawn for up to 80 points a line)."""
+    if not points:
         return ""
-    ours = [point.get("relative") for point in chosen]
-    hf = [point.get("hf_relative") for point in chosen]
-    top = 10 ** math.ceil(math.log10(max([1.0, *[v for v in ours + hf if v is not None]])))
+    values = [v for point in points for v in (point.get("relative"), point.get("hf_relative")) if v is not None]
+    top = 10 ** math.ceil(math.log10(max([1.0, *values])))
     width, height, left, right, above, below = 720, 260, 56, 16, 16, 40
     plot_w, plot_h = width - left - right, height - above - below
-    step = plot_w / max(len(chosen) - 1, 1)
+    low, high = min(point[x_key] for point in points), max(point[x_key] for point in points)
 
-    def xy(index: int, relative: float | None) -> tuple[float, float]:
-        return left + index * step, above + plot_h * (1 - _log_position(relative, top))
+    def xy(x: float, relative: float | None) -> tuple[float, float]:
+        return left + plot_w * (x - low) / max(high - low, 1), above + plot_h * (1 - _log_position(relative, top))
 
-    parts = [_open(width, height, "chart", "layers-title")]
-    parts.append(f'<title id="layers-title">{escape(metric)} per decoder layer, relative to its gate</title>')
+    title_id = f"{x_key}-plot-title"
+    parts = [_open(width, height, "chart wide", title_id), f'<title id="{title_id}">{escape(title)}</title>']
     exponent = math.log10(FLOOR)
     while exponent <= math.log10(top):
-        _, y = xy(0, 10**exponent)
-        gate = exponent == 0
-        parts.append(
-            f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" class="{"gate" if gate else "tick"}"/>'
-        )
-        label = "gate" if gate else f"1e{int(exponent)}"
+        _, y = xy(low, 10**exponent)
+        css, label = ("gate", "gate") if exponent == 0 else ("tick", f"1e{int(exponent)}")
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" class="{css}"/>')
         parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" class="axis" text-anchor="end">{label}</text>')
         exponent += 1
-    for series, css in ((hf, "hf"), (ours, "ours")):
-        if all(value is None for value in series):
-            continue
-        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in (xy(i, v) for i, v in enumerate(series)))
-        parts.append(f'<polyline points="{path}" class="series {css}"/>')
-    for index, point in enumerate(chosen):
-        x, y = xy(index, point.get("relative"))
-        tip = f"layer {point['layer']}: {metric} = {number(point['value'])} (gate {number(point['tolerance'])}"
-        tip += f", HF {number(point['hf'])})" if point["hf"] is not None else ")"
-        failing = point["status"] == "FAIL"
-        mark = (
-            f'<path d="M{x - 5:.1f},{y - 5:.1f}l10,10m-10,0l10,-10" '
-            f'class="fail-mark"><title>{escape(tip)} FAIL</title></path>'
-            if failing
-            else f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" class="dot"><title>{escape(tip)}</title></circle>'
-        )
-        parts.append(mark)
-        if len(chosen) <= 40 or index % 5 == 0:
-            parts.append(
-                f'<text x="{x:.1f}" y="{height - below + 16}" class="axis" text-anchor="middle">{point["layer"]}</text>'
-            )
-    parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" class="axis" text-anchor="middle">layer</text>')
+    lines = {}
+    for point in points:
+        lines.setdefault(point.get(series_key) if series_key else None, []).append(point)
+    for index, line in enumerate(lines.values()):
+        for key, css in (("hf_relative", "hf"), ("relative", f"ours line-{index % 3}")):
+            if any(point.get(key) is not None for point in line):
+                path = " ".join("{:.1f},{:.1f}".format(*xy(point[x_key], point.get(key))) for point in line)
+                parts.append(f'<polyline points="{path}" class="series {css}"/>')
+        for point in line:
+            x, y = xy(point[x_key], point.get("relative"))
+            tip = f"{x_label} {point[x_key]}" + (f" (row {point[series_key]})" if series_key else "")
+            tip += f": {point['metric']} = {number(point['value'])} (gate {number(point['tolerance'])}"
+            tip += f", HF {number(point['hf'])})" if point.get("hf") is not None else ")"
+            if point["status"] == "FAIL":
+                path = f"M{x - 5:.1f},{y - 5:.1f}l10,10m-10,0l10,-10"
+                parts.append(f'<path d="{path}" class="fail-mark"><title>{escape(tip)} FAIL</title></path>')
+            elif len(line) <= 80:
+                parts.append(
+                    f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" class="dot"><title>{escape(tip)}</title></circle>'
+                )
+    step = max(1, math.ceil((high - low + 1) / 12))
+    for tick in range(low, high + 1, step):
+        x, _ = xy(tick, None)
+        parts.append(f'<text x="{x:.1f}" y="{height - below + 16}" class="axis" text-anchor="middle">{tick}</text>')
+    parts.append(
+        f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" class="axis" text-anchor="middle">{x_label}</text>'
+    )
     parts.append("</svg>")
     return "".join(parts)
 

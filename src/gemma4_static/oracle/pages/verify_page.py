@@ -65,12 +65,25 @@ def _pictures(document: dict[str, Any]) -> list[str]:
     if points:
         metrics = list(dict.fromkeys(point["metric"] for point in points))
         metric = next((name for name in ("SQNR dB", "max abs diff") if name in metrics), metrics[0])
-        drawn = [_relative(point) for point in points]
+        drawn = [_relative(point) for point in points if point["metric"] == metric]
+        title = f"{metric} per decoder layer, relative to its gate"
+        plot = svg.error_plot(drawn, x_key="layer", x_label="layer", title=title)
         parts.append(
             '<section id="layers-plot"><h2>Error per decoder layer</h2>'
             f'<p class="legend">{escape(metric)} relative to its gate (log axis; the dashed red line is the gate): '
             "ours as the blue line, HF's own in the same profile dashed grey where measured; a cross marks a "
-            f"failing layer.</p>{svg.layer_plot(drawn, metric)}</section>"
+            f'failing layer.</p><div class="scroll">{plot}</div></section>'
+        )
+    positions = figures.get("positions") or []
+    if positions:
+        drawn = [_relative(point) for point in positions]
+        plot = svg.error_plot(
+            drawn, x_key="position", x_label="position", title="the logits' error per position", series_key="row"
+        )
+        parts.append(
+            '<section id="positions-plot"><h2>Logits error per position</h2><p class="legend">The prefill '
+            "logits' largest error at every valid position against its gate, a line per batch row (solid, "
+            f'dotted, dash-dot); a cross marks a failing position.</p><div class="scroll">{plot}</div></section>'
         )
     cells = figures.get("grid") or []
     if cells:
