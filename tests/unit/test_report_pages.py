@@ -13,7 +13,7 @@ import pytest
 
 from gemma4_static.commands import cli
 from gemma4_static.oracle.checks.diagrams import mask_diagram
-from gemma4_static.oracle.checks.figures import grid_cell, layer_points, relative_to_gate
+from gemma4_static.oracle.checks.figures import grid_cell, layer_points, position_points, relative_to_gate
 from gemma4_static.oracle.checks.report import Row
 from gemma4_static.oracle.checks.report_json import report_document
 from gemma4_static.oracle.checks.verdict import Verdict
@@ -82,6 +82,7 @@ def _document(*, failing: bool = True, incomplete: str | None = None) -> dict:
         "layers": layer_points(
             [[Row("decoder layers", f"layer {i}", "max abs diff", 1e-5 * i, 1e-4)] for i in range(5)]
         ),
+        "positions": position_points([[0, 0], [0, 1], [1, 0]], [1e-5, 2e-3, 0.0], 1e-3),
         "grid": [
             grid_cell(5, "policy", "[5]", "pass", value=1e-5, tolerance=5e-4),
             grid_cell(5, "chunks of 1", "[1 x 5]", "fail", value=1e-2, tolerance=5e-4, first="position 3"),
@@ -120,7 +121,9 @@ def test_the_pictures_draw_the_figures_and_the_failing_mask():
     elements = Elements(page)
     cells = elements.having("g", **{"class": "cell"})
     assert [cell["data-outcome"] for cell in cells] == ["pass", "fail", "raised", "refused", "over budget"]
-    assert page.count('class="dot"') == 5  # a point per layer
+    assert page.count('class="dot"') == 5 + 2  # a point per layer, and per passing position
+    assert page.count('class="fail-mark"') == 1  # the position past its gate
+    assert len(elements.having("polyline", **{"class": "series ours line-1"})) == 1  # the second row's line
     assert elements.having("rect", **{"class": "differ"})  # the key the masks disagree on, drawn
 
 
@@ -255,3 +258,12 @@ def test_a_fuzz_shard_links_its_reproduction():
     page = verify_page(_document() | {"fuzz": [shard]})
     (row,) = Elements(page).having("tr", **{"data-fuzz": "FAIL"})
     assert row is not None and Elements(page).having("a", href="file:///tmp/repro/reproduce.py")
+
+
+def test_the_sensitivity_chart_has_a_bar_per_group():
+    groups = [
+        {"group": name, "kl_mean": kl} for name, kl in (("layer 0", 0.003), ("vision", 0.002), ("lm_head", 0.001))
+    ]
+    sweep = {"scheme": "a16w8", "baseline": {"kl_mean": 0.005}, "ranked": {"only": groups, "all but": groups}}
+    page = verify_page(_document() | {"sensitivity": sweep})
+    assert page.count('class="bar"') == 3 and "<title>layer 0: 0.003</title>" in page
