@@ -1,12 +1,14 @@
 """Adapters of the kinds a team writes, for the verdict's tests: a port that exposes nothing, a
 logits-only port (prefill and decode over this runtime), a batch-1 port built by a plain function,
-and ports that raise in their factory or in a stage."""
+ports that raise in their factory or in a stage; and one recording the schedules it runs (the
+grid's own test)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from gemma4_static import StaticGemma4Runtime
+from gemma4_static.oracle.faults.port_faults import WrappedRuntimePort
 from gemma4_static.ports import Gemma4Port, PortLimits, PortPrefill, PortSetup
 
 
@@ -65,3 +67,18 @@ class DecodeRaisesPort(LogitsOnlyPort):
 
     def _kernel(self, next_ids: Any) -> Any:
         raise RuntimeError("NPU kernel 'attention_decode' failed with status 0x12")
+
+
+SCHEDULES_SEEN: list[tuple[int, list[int]]] = []  # ScheduleRecorder's prefills: (prompt length, chunks run)
+
+
+class ScheduleRecorder(WrappedRuntimePort):
+    """This runtime, recording each prefill's prompt length and the chunks it runs (the schedule of
+    the setup it was built with, else its own policy)."""
+
+    name = "schedule recorder"
+
+    def prefill(self, prompt: Any, *, keep_intermediates: bool = False) -> PortPrefill:
+        length = int(prompt.attention_mask.sum(dim=1).max())
+        SCHEDULES_SEEN.append((length, self.inner.setup.chunks(length) or self.inner.prefill_schedule(length)))
+        return super().prefill(prompt, keep_intermediates=keep_intermediates)

@@ -15,13 +15,14 @@ from ...ports.prompt import Prompt
 NEAR = (-2, -1, 0, 1, 2)
 
 
+def near_anchors(anchors: Iterable[int], low: int, high: int) -> list[int]:
+    """The values in ``[low, high]`` within 2 of an anchor (the ends of the range are anchors too)."""
+    return sorted({anchor + offset for anchor in (*anchors, low, high) for offset in NEAR} & set(range(low, high + 1)))
+
+
 def near(anchors: Iterable[int], low: int, high: int) -> st.SearchStrategy[int]:
-    """An int in ``[low, high]``: half the time one within 2 of an anchor (the ends of the range are
-    anchors too), else any."""
-    values = sorted(
-        {anchor + offset for anchor in (*anchors, low, high) for offset in NEAR} & set(range(low, high + 1))
-    )
-    return st.one_of(st.sampled_from(values), st.integers(low, high))
+    """An int in ``[low, high]``: half the time one of :func:`near_anchors`, else any."""
+    return st.one_of(st.sampled_from(near_anchors(anchors, low, high)), st.integers(low, high))
 
 
 def length_anchors(window: int, longest_chunk: int, max_seq: int) -> list[int]:
