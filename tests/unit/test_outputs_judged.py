@@ -65,3 +65,22 @@ def test_each_output_broken_alone_fails_verify(output, dtype, tiny_model):
     result = verify(tiny_model, dtype=dtype, port=f"{__name__}:Broken_{output}", checks=CHECKED, schedules_budget=60)
     failed = sorted({row.stage for row in result.rows if row.failed})
     assert failed, f"{output} broken in {dtype} and nothing failed: {result.verdict.summary()}"
+
+
+class BrokenPlainLogits(StaticRuntimePort):
+    """This runtime whose plain prefill (no intermediates asked: the path a deployment runs) gathers
+    the logits one token before the last; asked for intermediates, it is right."""
+
+    def prefill(self, prompt, *, keep_intermediates=False):
+        result = super().prefill(prompt, keep_intermediates=True)
+        if keep_intermediates:
+            return result
+        before_last = prompt.attention_mask.sum(dim=1) - 2  # right-padded rows
+        return PortPrefill(result.all_logits[torch.arange(len(before_last)), before_last])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_a_port_wrong_only_on_its_plain_prefill_fails_the_prefill_logits(dtype, tiny_model):
+    result = verify(tiny_model, dtype=dtype, port=f"{__name__}:BrokenPlainLogits", checks=("layers",))
+    failed = [row for row in result.rows if row.failed]
+    assert failed and all(row.stage == "prefill logits" and "plain prefill" in row.check for row in failed)

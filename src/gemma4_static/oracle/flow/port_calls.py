@@ -11,6 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ...executorch.backends import backend_named
 from ...ports.base import Gemma4Port, NotExposed, PortPrefill, PortSetup
 from ...ports.registry import build_port, port_factory
@@ -92,6 +94,15 @@ def make_port(
         if own and isinstance(error, ValueError):  # this runtime refusing the command line's own options
             raise
         raise PortRaised(name, setup, error) from error
+
+
+PLAIN = "last valid token per row, plain prefill"  # no intermediates asked: the path a deployment runs
+
+
+def plain_prefill_logits(port: Gemma4Port, prompt: Prompt) -> torch.Tensor:
+    """``port``'s logits ``(B, vocab)`` at each row's last valid token from a plain prefill of
+    ``prompt``: asking for intermediates may run another code path, so the plain one is judged too."""
+    return port.prefill(prompt).logits
 
 
 def port_prefill(port: Gemma4Port, prompt: Prompt, *, keep_intermediates: bool = False) -> PortPrefill | Exception:

@@ -23,7 +23,7 @@ from ..checks.report import Row, explained, merge, skip_row
 from ..checks.verdict import Verdict
 from ..numerics import overflow
 from . import verify_host, verify_inputs, verify_numerics, verify_own
-from .port_calls import guarded
+from .port_calls import PLAIN, guarded, plain_prefill_logits
 from .session import LAYER_GROUP, Session, open_session
 from .verify_masks import chunk_mask_rows, prefill_mask_rows, vision_mask_rows
 from .verify_quantization import quantization_rows
@@ -56,7 +56,14 @@ def layer_rows(session: Session) -> Iterator[Row]:
     valid = session.prompt.attention_mask.bool()
     hf_logits = session.theirs.logits[torch.arange(valid.shape[0]), session.prompt.last_index]
     yield from parity.logits_rows(session.ours.logits, hf_logits, session.dtype)
+    yield from guarded("prefill logits", PLAIN, lambda: [plain_prefill_row(session, hf_logits)])
     yield from guarded("prefill logits", "every valid position", lambda: [all_logits_row(session)])
+
+
+def plain_prefill_row(session: Session, hf_logits: torch.Tensor) -> Row:
+    """The sample prompt's last-token logits from a plain prefill (no intermediates asked) vs HF's."""
+    logits = plain_prefill_logits(session.port, session.port_prompt)
+    return parity.stage_row("prefill logits", PLAIN, logits, hf_logits, session.dtype)
 
 
 def all_logits_row(session: Session) -> Row:

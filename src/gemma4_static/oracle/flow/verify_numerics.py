@@ -27,7 +27,7 @@ from ..references.hf import (
 from ..references.hf_cache import paired_kv
 from ..references.samples import Prompt
 from . import verify_host
-from .port_calls import guarded
+from .port_calls import PLAIN, guarded, plain_prefill_logits
 from .session import LAYER_GROUP, Session
 
 
@@ -87,6 +87,13 @@ def layer_rows(session: Session) -> Iterator[Row]:
     hf = session.theirs.logits[rows_index, prompt.last_index]
     check = "last valid token per row"
     yield from parity_numerics.metric_rows("prefill logits", check, session.ours.logits, hf, reference, gate)
+    yield from guarded(
+        "prefill logits",
+        PLAIN,
+        lambda: parity_numerics.metric_rows(
+            "prefill logits", PLAIN, plain_prefill_logits(session.port, session.port_prompt), hf, reference, gate
+        ),
+    )
     yield parity_numerics.sample_gap_row("prefill logits", reference, gate)
     positions = valid.nonzero().tolist()
     every = f"every valid position ({len(positions)})"
