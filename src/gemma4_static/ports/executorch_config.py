@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from collections.abc import Iterator
 from typing import Any
+
+import torch
 
 from ..spec import read_text_config
 
@@ -68,4 +71,38 @@ def text_decoder_placeholders(port: str, row: Any, model_config: Any) -> str | N
     return (
         f"{port} is the text decoder alone (its Gemma4ForCausalLM): a multimodal model's placeholder ids reach "
         "its embedding as themselves, where HF's multimodal forward maps them to the pad id"
+    )
+
+
+ROPE_ROW = re.compile(
+    r"^(full_attention|sliding_attention) (float32|bfloat16|float16)(?: \(positions \[([\d, ]+)\]\))?"
+)
+ROPE_POSITIONS = 4100  # the RoPE setup's positions, [0, 4100) (PortSetup's documented contract)
+
+
+def rounded_rope_reason(port: str, row: Any, rope: Any, frequencies: dict[str, torch.Tensor]) -> str | None:
+    """The reason a RoPE row (prefill or decode tables) of a port that holds its RoPE ``frequencies``
+    (per layer type) in a low-precision dtype fails, when the claim holds for this run: its table at
+    the row's layer type, dtype and positions is the one those rounded frequencies give (angles
+    ``position * inv_freq`` in float32 from the rounded ``inv_freq``, as HF's own cast model computes
+    them), within the row's own gate (a rounding of its dtype); else ``None`` (the failure is the port's own)."""
+    match = ROPE_ROW.match(row.check)
+    if row.stage not in ("RoPE", "RoPE decode") or match is None:
+        return None
+    layer_type, dtype_name, listed = match.groups()
+    rounded, dtype = frequencies[layer_type], getattr(torch, dtype_name)
+    if rounded.dtype == torch.float32:
+        return None
+    positions = torch.tensor([int(p) for p in listed.split(",")]) if listed else torch.arange(ROPE_POSITIONS)
+    angles = positions[:, None].float() * rounded.float()[None, :]
+    angles = torch.cat((angles, angles), dim=-1)
+    tables = rope(positions[None], dtype)[layer_type]
+    off = max(float((table[0].float() - expected.to(dtype).float()).abs().max())
+              for table, expected in zip(tables, (angles.cos(), angles.sin()), strict=True))  # fmt: skip
+    if not off <= row.tolerance:
+        return None
+    return (
+        f"{port} casts its whole model to {str(rounded.dtype).removeprefix('torch.')}, RoPE inv_freq included: its "
+        f"{layer_type} table is the rounded frequencies' (to {off:.2g}), off more the further the position (as HF's "
+        "own cast model)"
     )

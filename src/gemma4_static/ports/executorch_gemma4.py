@@ -31,7 +31,7 @@ from ..spec import text_module
 from . import executorch_pt2e
 from .base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
 from .checkpoint_layout import save_released_layout
-from .executorch_config import executorch_config, quiet_converter, text_decoder_placeholders
+from .executorch_config import executorch_config, quiet_converter, rounded_rope_reason, text_decoder_placeholders
 from .executorch_recipe import quantization_switches, quantized_by_its_recipe
 from .hooks import captured_layers, captured_output
 from .prompt import Prompt
@@ -116,20 +116,19 @@ class ExecuTorchGemma4Port(Gemma4Port):
                 self.model.set_submodule(path, quantized if group in groups else float_module)
 
     def explain(self, row: Any) -> str | None:
-        """A placeholder row on a multimodal model (:func:`.executorch_config.text_decoder_placeholders`),
-        or a RoPE row (its prefill or decode tables, the keys its cache holds after them) in a
-        low-precision profile, while its model holds
-        its RoPE frequencies in that dtype: it casts the whole model (as its export's
-        ``Gemma4Model(dtype=torch.bfloat16)`` default does), the ``inv_freq`` buffer included, so its
-        angles come from rounded frequencies (HF's own model cast to that dtype does the same)."""
+        """A placeholder row on a multimodal model (:func:`.executorch_config.text_decoder_placeholders`);
+        a RoPE row while it holds its RoPE frequencies in a low-precision dtype (it casts the whole
+        model, as its export's default does) where its table is those rounded frequencies'
+        (:func:`.executorch_config.rounded_rope_reason`); its cached keys, while it holds them so."""
         placeholders = text_decoder_placeholders(self.name, row, self.model_config)
-        frequencies = self._attention("full_attention").inv_freq.dtype
-        rotated = row.stage in ("RoPE", "RoPE decode") or (row.stage == "KV cache" and row.check.startswith("K "))
-        if placeholders or not rotated or frequencies == torch.float32:
-            return placeholders
+        frequencies = {kind: self._attention(kind).inv_freq for kind in ("full_attention", "sliding_attention")}
+        if placeholders or row.stage in ("RoPE", "RoPE decode"):
+            return placeholders or rounded_rope_reason(self.name, row, self.rope, frequencies)
+        cast = frequencies["full_attention"].dtype
+        if row.stage != "KV cache" or not row.check.startswith("K ") or cast == torch.float32:
+            return None
         return (
-            f"{self.name} casts its whole model to {str(frequencies).removeprefix('torch.')}, RoPE inv_freq "
-            "included: angles from rounded frequencies, off more the further the position (as HF's own cast model)"
+            f"{self.name} casts its whole model to {cast}, RoPE inv_freq included: keys rotated by rounded frequencies"
         )
 
     @property
