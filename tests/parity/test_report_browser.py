@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from gemma4_static.oracle.checks.report_json import report_document, run_metadata
+from gemma4_static.oracle.checks.verdict import verdict_words
 from gemma4_static.oracle.faults.catalogue import faults_named
 from gemma4_static.oracle.flow.verify import verify
 from gemma4_static.oracle.pages.compare import compare_reports
@@ -123,8 +124,7 @@ def _check_verify_page(browser, document: dict, path: Path, width: int, shot: Pa
     try:
         for status, count in document["counts"].items():
             assert page.locator(f"tr[data-status={status}]").count() == count, status
-        state = "passed" if document["passed"] else "failed"
-        assert page.locator("#verdict").inner_text() == f"verdict: {state} (exit {document['exit_code']})"
+        assert page.locator("#verdict").inner_text() == verdict_words(document["exit_code"], document["missing"])
         failing = document["counts"]["FAIL"]
         assert page.locator("#first-divergence").count() == (1 if failing else 0)
         if failing:

@@ -134,6 +134,11 @@ def test_the_page_is_self_contained():
     assert "@import" not in page and "url(" not in page
 
 
+def test_the_verdict_reads_as_the_terminals_last_line():
+    nothing = _document(failing=False) | {"exit_code": 5, "passed": False, "missing": ["decode steps"]}
+    assert 'id="verdict">verdict: nothing failed, but decode steps not compared (exit 5)<' in verify_page(nothing)
+
+
 def test_an_interrupted_run_says_so_on_top():
     page = verify_page(_document(incomplete="interrupted after 7 rows"))
     assert 'id="incomplete">incomplete: interrupted after 7 rows<' in page

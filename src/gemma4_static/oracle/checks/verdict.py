@@ -109,13 +109,14 @@ class Verdict:
     def summary(self) -> str:
         """One line: the counts per status, the coverage and the verdict with its exit code."""
         counts = ", ".join(f"{count} {status}" for status, count in self.counts.items())
-        code = self.exit_code
-        if code == ExitCode.NOTHING_COMPARED:
-            outcome = f"nothing failed, but {' and '.join(self.missing)} not compared"
-        else:
-            outcome = {
-                ExitCode.PASSED: "passed",
-                ExitCode.FAILED: "failed",
-                ExitCode.PORT_RAISED: "the port raised",
-            }[code]
-        return f"{counts}; coverage: {self.coverage()}; verdict: {outcome} (exit {int(code)})"
+        return f"{counts}; coverage: {self.coverage()}; {verdict_words(self.exit_code, self.missing)}"
+
+
+def verdict_words(code: int, missing: list[str]) -> str:
+    """The verdict as the summary line ends: ``verdict: passed (exit 0)``, ``verdict: nothing failed,
+    but prefill logits not compared (exit 5)`` (``missing``: the stages of the minimum not compared)."""
+    if code == ExitCode.NOTHING_COMPARED:
+        outcome = f"nothing failed, but {' and '.join(missing)} not compared"
+    else:
+        outcome = {ExitCode.PASSED: "passed", ExitCode.FAILED: "failed", ExitCode.PORT_RAISED: "the port raised"}[code]
+    return f"verdict: {outcome} (exit {int(code)})"

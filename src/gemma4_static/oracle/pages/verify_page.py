@@ -12,6 +12,7 @@ from typing import Any
 
 from ..checks.figures import relative_to_gate
 from ..checks.report import STATUSES
+from ..checks.verdict import verdict_words
 from . import svg
 from .layout import badge, gate_text, number, page, provenance, table
 
@@ -39,7 +40,7 @@ def verify_page(document: dict[str, Any]) -> str:
 
 def _verdict(document: dict[str, Any], rows: list[dict[str, Any]], first: int | None) -> str:
     state = "passed" if document["passed"] else "failed"
-    text = f"verdict: {state} (exit {document['exit_code']})"
+    text = verdict_words(document["exit_code"], document["missing"])
     parts = [f'<p class="verdict {state}" id="verdict">{escape(text)}</p>']
     if document.get("incomplete"):
         parts.append(f'<p class="incomplete" id="incomplete">incomplete: {escape(document["incomplete"])}</p>')
