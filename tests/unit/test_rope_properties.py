@@ -97,3 +97,19 @@ def test_tables_are_built_once_and_reused(tiny_model):
     second = RopeTables(tiny_model.config, 512)
     for name in first.tables:
         assert first.tables[name] is second.tables[name]
+
+
+@given(start=st.integers(0, 400), length=st.integers(1, 100), dtype=st.sampled_from([torch.float32, torch.bfloat16]))
+def test_a_run_of_consecutive_positions_is_a_slice_of_the_table_with_the_gathers_values(
+    tiny_model, start, length, dtype
+):
+    """One row of consecutive positions (a prefill or a chunk) reads the table as a slice (in float32
+    a view of it, no copy); the values are the row gather's, which two rows still take."""
+    tables = RopeTables(tiny_model.config, 512)
+    positions = torch.arange(start, start + length)[None]
+    sliced = tables.lookup(positions, dtype)
+    gathered = tables.lookup(positions.expand(2, -1), dtype)
+    for name, (cos, sin) in sliced.items():
+        assert torch.equal(cos[0], gathered[name][0][1]) and torch.equal(sin[0], gathered[name][1][1])
+        shared = cos.untyped_storage().data_ptr() == tables.tables[name].cos.untyped_storage().data_ptr()
+        assert shared == (dtype == torch.float32)

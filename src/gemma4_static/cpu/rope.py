@@ -47,7 +47,14 @@ class RopeTable:
 
     def lookup(self, position_ids: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """Gather ``(B, S, head_dim)`` cos/sin for long ``position_ids`` ``(B, S)`` in ``[0, length)``,
-        cast to ``dtype`` (trusted arguments)."""
+        cast to ``dtype`` (trusted arguments). One row of consecutive positions (a prefill) is a slice
+        of the table, not a copy: in float32 the result is a view of the shared table (read-only)."""
+        start = int(position_ids[0, 0])
+        if position_ids.shape[0] == 1 and torch.equal(
+            position_ids[0], torch.arange(start, start + position_ids.shape[1])
+        ):
+            span = slice(start, start + position_ids.shape[1])
+            return self.cos[span][None].to(dtype), self.sin[span][None].to(dtype)
         cos = torch.nn.functional.embedding(position_ids, self.cos)  # a row gather, much faster than indexing
         sin = torch.nn.functional.embedding(position_ids, self.sin)
         return cos.to(dtype), sin.to(dtype)
