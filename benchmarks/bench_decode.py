@@ -16,6 +16,7 @@ import statistics
 import time
 
 import torch
+from timing import machine
 
 from gemma4_static.oracle.references.models import build_default_model
 from gemma4_static.oracle.references.samples import text_prompt
@@ -66,7 +67,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_grad_enabled(False)
     model = build_default_model("e2b-geometry")
-    print(f"E2B geometry (2 query heads), batch 1, fp32, torch {torch.__version__}")
+    print(f"E2B geometry (2 query heads), batch 1, fp32; {machine()}")
     header = ("max_seq", "prompt", "ring ms", "full ms", "HF ms", "ring/full", "ring/HF", "CPU")
     print(" ".join(f"{name:>9}" for name in header))
     for max_seq, prompt_length in (map(int, pair.split(":")) for pair in args.pairs):

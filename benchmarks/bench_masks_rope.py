@@ -5,7 +5,7 @@ HF side: ``create_masks_for_generate`` under eager attention (materialised addit
 after a first call (cached tables reused). Calls alternate between the two; prints the median
 time of each and the ratio ours/HF.
 
-    python benchmarks/bench_masks_rope.py [--lengths 2048 4096] [--repeats 25]
+    python benchmarks/bench_masks_rope.py [--lengths 2048 8192] [--repeats 25]
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 import torch
-from timing import interleaved_medians
+from timing import interleaved_medians, machine
 from transformers.masking_utils import create_masks_for_generate
 from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
 
@@ -23,7 +23,7 @@ from gemma4_static.oracle.references.models import e2b_geometry_config
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lengths", type=int, nargs="+", default=[2048, 4096])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[2048, 8192])
     parser.add_argument("--repeats", type=int, default=25)
     args = parser.parse_args()
 
@@ -31,7 +31,7 @@ def main() -> None:
     config._attn_implementation = "eager"
     rotary = Gemma4TextRotaryEmbedding(config)
     layer_types = sorted(set(config.layer_types))
-    print(f"E2B geometry, batch 1, prompt = 3/4 of max_seq (right padding), torch {torch.__version__}")
+    print(f"E2B geometry, batch 1, prompt = 3/4 of max_seq (right padding); {machine()}")
     print(f"{'max_seq':>8} {'ours ms':>9} {'HF ms':>9} {'ours/HF':>8}")
     for length in args.lengths:
         valid = torch.zeros(1, length, dtype=torch.bool)
