@@ -162,6 +162,7 @@ def test_a_low_precision_profile_of_a_moe_model_is_refused(capsys):
         ),
         (["--quant", "a16w8", "--config", "26b-a4b-geometry"], "the a16w8 profile of a mixture-of-experts model"),
         (["--sensitivity"], "--sensitivity needs --quant SCHEME on backend torch"),
+        (["--self-test", "--html", "r.html"], "--json and --html write a verification's report; --self-test prints"),
         (["--quant", "a8w8", "--sensitivity", "--backend", "executorch-stages"], "--sensitivity needs --quant SCHEME"),
     ],
 )
@@ -240,6 +241,9 @@ def test_vision_rope_off_by_one_position_fails_the_vision_rope_rows(monkeypatch,
         (["verify", "--max-seq", "99999999"], "argument --max-seq: expected an integer in [1, 8192], got 99999999"),
         (["verify", "--max-seq", "1e3"], "argument --max-seq: expected an integer in [1, 8192], got '1e3'"),
         (["verify", "--json", "/no/such/folder/r.json"], "argument --json: cannot write a report to"),
+        (["verify", "--html", "/no/such/folder/r.html"], "argument --html: cannot write a report to"),
+        (["compare", "a.json", "b.json", "--html", "/no/such/folder/c.html"], "argument --html: cannot write a report"),
+        (["compare", "a.json", "b.json", "--threshold", "x"], "argument --threshold: invalid float value: 'x'"),
     ],
 )
 def test_bad_numbers_and_paths_are_one_line_usage_errors(argv, message, capsys):

@@ -50,6 +50,10 @@ def run_verify(args: argparse.Namespace) -> int:
     if unknown:
         return _usage(f"--without names unknown checks {unknown}; expected some of {list(verify.CHECKS)}")
     checks = tuple(check for check in verify.CHECKS if check not in args.without)
+    if args.self_test and (args.json is not None or args.html is not None):
+        return _usage(
+            "--json and --html write a verification's report; --self-test prints which check catches each fault"
+        )
     if args.sensitivity and (args.quant is None or not backend_named(args.backend).eager):
         return _usage("--sensitivity needs --quant SCHEME on backend torch")
     if args.self_test:
