@@ -64,8 +64,8 @@ def write_pages(path: Path, order: list[str], interrupted: bool) -> list[Path]:
     the groups in ``order`` (the verify flow's); the pages written."""
     from ..oracle.checks.report import Row
     from ..oracle.checks.report_json import report_document, run_metadata
-    from ..oracle.checks.verdict import Verdict
     from ..oracle.flow.sample_plan import SEEDS
+    from ..oracle.flow.verify import verdict_over
     from ..oracle.numerics.kernel_sets import active_kernels
     from ..oracle.pages.verify_page import verify_page
 
@@ -74,8 +74,7 @@ def write_pages(path: Path, order: list[str], interrupted: bool) -> list[Path]:
         groups, facts = entry["groups"], entry["facts"]
         ran = [group for group in order if group in groups]
         rows = [Row(**fields) for group in ran for fields in groups[group][0]]
-        layers = any(row.stage == "decoder layers" and row.compared for row in rows)
-        verdict = Verdict.of(rows, num_layers=facts["layers"], layers_compared=facts["layers"] if layers else 0)
+        verdict = verdict_over(rows, facts["layers"])
         figures = {name: value for group in ran for name, value in groups[group][1].items()}
         run = run_metadata(
             port=(facts["port"], facts["version"]),

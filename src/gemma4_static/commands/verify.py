@@ -96,7 +96,7 @@ def _report(args: argparse.Namespace, model: object, name: str, checks: tuple[st
             on_row=lambda row: (show(row), seen.append(row)),
         )
     except KeyboardInterrupt:
-        verdict = verify.verdict_over(seen, model.config)
+        verdict = verify.verdict_over(seen, model.config.get_text_config().num_hidden_layers)
         run = _run_metadata(args.port, "", profile, args.backend, name, kernels)
         incomplete = f"interrupted after {len(seen)} rows; the check groups after them did not run"
         _write(args, report_document(verdict, run, {"incomplete": incomplete}))

@@ -201,14 +201,13 @@ def verify(
     finally:
         session.close()
     port_name, version = session.port.name, str(session.port.version or "")
-    verdict = verdict_over(rows, session.config)
+    verdict = verdict_over(rows, session.config.get_text_config().num_hidden_layers)
     return Verification(rows, verdict, port_name, version, profile_name(dtype, quant), backend, session.figures)
 
 
-def verdict_over(rows: list[Row], config: Any) -> Verdict:
-    """The verdict over ``rows`` of a model of ``config`` (every layer compared where a decoder-layers
-    row compared something)."""
-    num_layers = config.get_text_config().num_hidden_layers
+def verdict_over(rows: list[Row], num_layers: int) -> Verdict:
+    """The verdict over ``rows`` of a model of ``num_layers`` decoder layers (every layer compared
+    where a decoder-layers row compared something)."""
     layers = any(row.stage == "decoder layers" and row.compared for row in rows)
     return Verdict.of(rows, num_layers=num_layers, layers_compared=num_layers if layers else 0)
 
