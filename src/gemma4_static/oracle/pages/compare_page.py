@@ -68,7 +68,14 @@ def _stages(comparison: Comparison) -> str:
 
 def _changes(kind: str, changes: list[Change]) -> str:
     body = "".join(_change(change) for change in changes)
-    css = {"newly failing": "worse", "worse": "worse", "better": "better", "fixed": "better"}.get(kind, "new")
+    css = {
+        "newly failing": "worse",
+        "worse": "worse",
+        "better": "better",
+        "fixed": "better",
+        "no longer compared": "gone",
+    }
+    css = css.get(kind, "new")
     return (
         f'<section id="kind-{kind.replace(" ", "-")}"><h2>{badge(kind, css)} {len(changes)} rows</h2>'
         f"{table(['stage', 'case', 'metric~', 'A', 'B', 'B lost'], body)}</section>"
