@@ -135,7 +135,7 @@ def test_every_layer_output_of_the_program_matches_hf(runtimes, text_prompt_near
     prompt, runtime = text_prompt_near_window, runtimes["executorch"]
     ours = StaticRuntimePort.around(runtime, tiny_model.config).prefill(prompt, keep_intermediates=True)
     valid = prompt.attention_mask.bool()
-    rows = parity.hidden_state_rows(tiny_model, ours.hidden_states, hf_prefill(tiny_model, prompt), valid, FP32)
+    rows = parity.hidden_state_rows(ours.hidden_states, hf_prefill(tiny_model, prompt), valid, FP32)
     assert len(rows) == tiny_model.config.get_text_config().num_hidden_layers + 1
     tokens = torch.randint(3, 400, (2, 8), generator=torch.Generator().manual_seed(4))  # past the window
     steps = torch.stack([runtime.decode_one(tokens[:, step : step + 1]) for step in range(8)], dim=1)

@@ -66,7 +66,7 @@ def test_hf_text_tester_matches_hf_at_the_testers_shapes(tester_model, report):
         runtime.build_inputs(prompt.input_ids, prompt.attention_mask), keep_intermediates=True
     )
     hf = hf_prefill(tester_model, prompt)
-    _check(parity.hidden_state_rows(tester_model, outputs.hidden_states, hf, valid, FP32), report, "hidden states")
+    _check(parity.hidden_state_rows(outputs.hidden_states, hf, valid, FP32), report, "hidden states")
     _check(
         parity.kv_rows(StaticRuntimePort.around(runtime, tester_model.config), tester_model, prompt, FP32),
         report,

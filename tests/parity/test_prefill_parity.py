@@ -84,9 +84,9 @@ def test_token_embedding_is_exact(gemma4_model):
 
 
 def test_per_layer_inputs_match_hf(image_case, tiny_model, report):
-    _, _, outputs, _ = image_case
-    fused, per_layer_inputs = outputs.hidden_states[0], outputs.per_layer_inputs
-    _check([parity.ple_row(tiny_model, outputs.inputs.input_ids, fused, per_layer_inputs, FP32)], report, "PLE")
+    prompt, _, outputs, hf = image_case
+    ids = parity.llm_input_ids(prompt, tiny_model.config)
+    _check([parity.ple_row(tiny_model, ids, hf, outputs.per_layer_inputs, FP32)], report, "PLE")
 
 
 def test_vision_prefill_matches_get_image_features(image_case, tiny_model, report):
@@ -105,7 +105,7 @@ def _compare_prefill(model, runtime, outputs, hf, prompt, report, label: str) ->
     """Each layer's output in order (a failure names the first to diverge), every producing layer's
     K/V, and the last-token logits with their argmax."""
     valid = prompt.attention_mask.bool()
-    _check(parity.hidden_state_rows(model, outputs.hidden_states, hf, valid, FP32), report, f"hidden states{label}")
+    _check(parity.hidden_state_rows(outputs.hidden_states, hf, valid, FP32), report, f"hidden states{label}")
     kv = parity.kv_rows(StaticRuntimePort.around(runtime, model.config), model, prompt, FP32)
     _check(kv, report, f"K/V of {len(kv) // 2} producing layers vs HF cache{label}")
     theirs = hf.logits[torch.arange(valid.shape[0]), prompt.last_index]

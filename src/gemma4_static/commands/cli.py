@@ -1,5 +1,5 @@
-"""Command line: ``gemma4-static verify``, ``compare``, ``export``, ``fuzz``, ``new-port`` and ``kernels``
-(also ``python -m gemma4_static``)."""
+"""Command line: ``gemma4-static verify``, ``record``, ``merge``, ``compare``, ``export``, ``fuzz``,
+``new-port`` and ``kernels`` (also ``python -m gemma4_static``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from typing import NoReturn
 from ..executorch.backends import BACKENDS
 from . import compare as compare_command
 from . import fuzz as fuzz_command
+from . import merge as merge_command
 from . import new_port
+from . import record as record_command
 from .output import exit_code_of, progress
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # verification never reaches the network
@@ -163,6 +165,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="port calls (prefill chunks + decode steps) the schedules grid may spend (default 3000)",
     )
+    verify.add_argument(
+        "--reference",
+        type=Path,
+        metavar="DIR",
+        help="judge against HF's answers recorded there (gemma4-static record) instead of running HF",
+    )
+    verify.add_argument(
+        "--shard", metavar="I/N", help="run part I of N of the checks and grid (join: gemma4-static merge)"
+    )
     kernels = commands.add_parser("kernels", help="the CPU kernel sets verify and the tests run under")
     kernels.add_argument("--env", metavar="NAME", help="print NAME's variables as KEY=VALUE lines (exit 1 if not here)")
     export = commands.add_parser("export", help="export every NPU stage of an embedded model at static shapes")
@@ -177,8 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
         "the cache as inputs (stages, for NPUs that hold the cache outside); pt2: stages only",
     )
     fuzz_command.add_parser(commands, _bounded, CONFIGS)
+    record_command.add_parser(commands, _bounded, CONFIGS)
     new_port.add_parser(commands)
     compare_command.add_parser(commands, _writable_file)
+    merge_command.add_parser(commands, _writable_file)
     return parser
 
 
@@ -198,6 +211,11 @@ def main(argv: list[str] | None = None) -> int:
         return new_port.run_new_port(args)
     if args.command == "compare":
         return exit_code_of("compare", lambda: compare_command.run_compare(args))
+    if args.command == "merge":
+        return exit_code_of("merge", lambda: merge_command.run_merge(args))
+    if args.command == "record":
+        with progress(args.quiet):
+            return exit_code_of("record", lambda: record_command.run_record(args))
     if args.command == "fuzz":
         with progress(args.quiet):
             return exit_code_of("fuzz", lambda: fuzz_command.run_fuzz(args))

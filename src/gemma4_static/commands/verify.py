@@ -56,6 +56,8 @@ def run_verify(args: argparse.Namespace) -> int:
         )
     if args.sensitivity and (args.quant is None or not backend_named(args.backend).eager):
         return _usage("--sensitivity needs --quant SCHEME on backend torch")
+    if args.self_test and (args.reference is not None or args.shard is not None):
+        return _usage("--self-test injects faults into live runs; --reference and --shard judge a verification")
     if args.self_test:
         from .self_test import self_test_command
 
@@ -80,6 +82,9 @@ def _report(args: argparse.Namespace, model: object, name: str, checks: tuple[st
         print(format_row(row, colour=colour) + ("   <- first divergence" if marked else ""), flush=True)
 
     seen: list[Row] = []
+    judged = _judged_from(args)
+    if judged["reference"] is not None:
+        print(f"gemma4-static verify: HF's answers from {judged['reference'].describe()}", flush=True)
     try:
         result = verify.verify(
             model,
@@ -94,19 +99,20 @@ def _report(args: argparse.Namespace, model: object, name: str, checks: tuple[st
             quant=args.quant,
             schedules_budget=args.schedules_budget,
             on_row=lambda row: (show(row), seen.append(row)),
+            **judged,
         )
     except KeyboardInterrupt:
         verdict = verify.verdict_over(seen, model.config.get_text_config().num_hidden_layers)
         run = _run_metadata(args.port, "", profile, args.backend, name, kernels)
         incomplete = f"interrupted after {len(seen)} rows; the check groups after them did not run"
-        _write(args, report_document(verdict, run, {"incomplete": incomplete}))
+        _write(args, report_document(verdict, run, {"incomplete": incomplete} | _split(judged, model)))
         raise
     verdict = result.verdict
     overflowing = [row for row in result.rows if row.failed and row.stage == "overflow"]
     if overflowing:
         print(f"verify: first overflow in {args.dtype}: {overflowing[0].check}")
     print(f"verify: {verdict.summary()} ({time.perf_counter() - started:.1f} s)")
-    extra = {"figures": result.figures}
+    extra = {"figures": result.figures} | _split(judged, model)
     if args.sensitivity:
         from .sensitivity import sensitivity_section
 
@@ -117,6 +123,30 @@ def _report(args: argparse.Namespace, model: object, name: str, checks: tuple[st
     except OSError as error:
         return _usage(f"cannot write the report: {error}")
     return verdict.exit_code
+
+
+def _judged_from(args: argparse.Namespace) -> dict:
+    """The reference (opened and checked) and the shard the command line names (``ValueError``: usage)."""
+    from ..oracle.flow.shards import Shard
+    from ..oracle.references.reference_folder import open_reference
+
+    return {
+        "reference": None if args.reference is None else open_reference(args.reference),
+        "shard": None if args.shard is None else Shard.parse(args.shard),
+    }
+
+
+def _split(judged: dict, model: object) -> dict:
+    """The report's sections naming the reference judged against and the shard run (what merge reads)."""
+    section = {}
+    if judged["reference"] is not None:
+        reference = judged["reference"]
+        answers = reference.manifest["answers"]["sha256"]
+        section["reference"] = {"folder": str(reference.folder), "describe": reference.describe(), "answers": answers}
+    if judged["shard"] is not None:
+        layers = model.config.get_text_config().num_hidden_layers
+        section["shard"] = judged["shard"].as_dict() | {"num_layers": layers}
+    return section
 
 
 def _run_metadata(port: str, version: str, profile: str, backend: str, name: str, kernels: str) -> dict:

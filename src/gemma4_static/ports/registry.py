@@ -28,6 +28,7 @@ BUILT_IN = {
 # the extra that installs a built-in port's own dependencies
 EXTRAS = {"executorch-gemma4": "ports", "qnn-gemma4": "ports", "tico-gemma4": "tico"}
 DEFAULT_PORT = "gemma4-static"
+STAND_IN = "stand-in:"  # stand-in:NAME, this runtime under port NAME's declared limits (.stand_in)
 
 
 def _import(module_name: str) -> ModuleType:
@@ -50,6 +51,10 @@ def port_factory(name: str) -> Factory:
     expected = f"a built-in name {sorted(BUILT_IN)}, 'package.module:factory' or 'path/to/file.py:factory'"
     if not isinstance(name, str) or not name:
         raise ValueError(f"port must be {expected}, got {name!r}")
+    if name.startswith(STAND_IN):  # this runtime under another port's limits (what record runs)
+        from .stand_in import stand_in_for
+
+        return stand_in_for(name.removeprefix(STAND_IN), port_factory(name.removeprefix(STAND_IN)))
     target = BUILT_IN.get(name, name)
     module_name, _, attribute = target.rpartition(":")
     if not module_name or not attribute:

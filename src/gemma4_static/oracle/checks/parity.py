@@ -16,15 +16,18 @@ import torch
 from ...export import StageCase, export_case
 from ...ports.base import Gemma4Port
 from ...runtime import PrefillOutputs
-from ...spec import text_module
 from ..numerics.parity_numerics import decision_rows, greedy_rows
 from ..references.hf import (
+    HFPrefill,
     hf_decode_logits,
     hf_greedy,
+    hf_input_embeddings,
+    hf_per_layer_inputs,
     hf_rope,
     paired_hidden_states,
 )
 from ..references.hf_cache import paired_kv
+from ..references.hf_vision import hf_image_features
 from ..references.samples import Prompt
 from . import tolerances
 from .report import Row
@@ -69,7 +72,7 @@ def static_input_row(prompt: Prompt, ids: torch.Tensor, valid: torch.Tensor, con
 
 def embedding_row(model: Any, port: Gemma4Port, ids: torch.Tensor) -> Row:
     """The port's token embedding vs ``get_input_embeddings``: exact (the same lookup and scale)."""
-    theirs = model.get_input_embeddings()(ids)
+    theirs = hf_input_embeddings(model, ids)
     return compare("token embedding", "vs get_input_embeddings", port.token_embedding(ids), theirs, tolerances.EXACT)
 
 
@@ -85,18 +88,19 @@ def llm_input_ids(prompt: Prompt, config: Any) -> torch.Tensor:
 
 
 def ple_row(
-    model: Any, ids: torch.Tensor, fused: torch.Tensor, per_layer_inputs: torch.Tensor, dtype: torch.dtype
+    model: Any, ids: torch.Tensor, hf_output: HFPrefill, per_layer_inputs: torch.Tensor, dtype: torch.dtype
 ) -> Row:
-    """Per-layer inputs ``(B, S, L, P)`` vs HF's ``project_per_layer_inputs`` on the same fused
-    embeddings ``(B, S, H)`` and language-model ids ``(B, S)``."""
-    text = text_module(model)
-    theirs = text.project_per_layer_inputs(fused, text.get_per_layer_inputs(ids, None))
-    return stage_row("PLE", "vs project_per_layer_inputs", per_layer_inputs, theirs, dtype)
+    """Per-layer inputs ``(B, S, L, P)`` vs HF's ``project_per_layer_inputs`` on its own fused
+    embeddings (``hf_output``'s first hidden state) and the language-model ids ``(B, S)``: a question
+    to HF that does not depend on the port (a recorded reference answers it for any port)."""
+    theirs = hf_per_layer_inputs(model, hf_output.hidden_states[0], ids)
+    ours = per_layer_inputs[:, : ids.shape[1]]
+    return stage_row("PLE", "vs project_per_layer_inputs", ours, theirs, dtype)
 
 
 def vision_row(model: Any, prompt: Prompt, soft_tokens: tuple[torch.Tensor, ...], dtype: torch.dtype) -> Row:
     """The soft tokens a prefill put into the image slots (one ``(T_i, H)`` per image) vs ``get_image_features``."""
-    pooled = model.model.get_image_features(prompt.pixel_values, prompt.image_position_ids).pooler_output
+    pooled = hf_image_features(model, prompt.pixel_values, prompt.image_position_ids)
     check = "soft tokens in prefill vs get_image_features"
     return stage_row("vision prefill", check, torch.cat(soft_tokens), torch.cat(pooled), dtype)
 
@@ -132,10 +136,11 @@ def rope_pairs_rows(stage: str, note: str, ours: dict, theirs: dict, dtype: torc
 
 
 def hidden_state_rows(
-    model: Any, states: tuple[torch.Tensor, ...], hf_output: Any, valid: torch.Tensor, dtype: torch.dtype
+    states: tuple[torch.Tensor, ...], hf_output: HFPrefill, valid: torch.Tensor, dtype: torch.dtype
 ) -> list[Row]:
-    """The embeddings and each layer's output ``states`` on the valid positions, in layer order."""
-    pairs = paired_hidden_states(model, states, hf_output.hidden_states, valid)
+    """The embeddings and each layer's output ``states`` on the valid positions, in layer order (the
+    last before the final norm on both sides)."""
+    pairs = paired_hidden_states(states, hf_output, valid)
     return [
         stage_row("decoder layers", "embeddings" if index == 0 else f"layer {index - 1}", mine, theirs, dtype)
         for index, (mine, theirs) in enumerate(pairs)

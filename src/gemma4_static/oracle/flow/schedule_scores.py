@@ -18,6 +18,8 @@ import torch
 from ..checks.report import Row
 from ..fuzz.episode import Judgement, Observed, hf_history_logits, hf_token_by_token_logits, judge
 from ..numerics.metrics import measure
+from ..references.hf import hf_all_logits
+from ..references.recording import answered_or_none
 from ..references.samples import Prompt
 from .session import Session
 
@@ -46,8 +48,7 @@ def base_logits(model: Any, base: Prompt) -> torch.Tensor:
     """HF's logits ``(N, vocab)`` at every position of the grid's one-row ``base`` prompt (its images too)."""
     if base.pixel_values is None:
         return hf_history_logits(model, base.input_ids[0])
-    with torch.no_grad():
-        return model(**base.hf_kwargs()).logits[0]
+    return hf_all_logits(model, base)[0]
 
 
 def scored_in_profile(session: Session, base: Prompt) -> Score:
@@ -81,13 +82,15 @@ def hf_references(session: Session, base: Prompt) -> Score:
     text only: with images none is asked). One forward over ``base`` serves every case, except where
     expert choices are recorded (a MoE model on this runtime in float32): there HF runs each case's
     history after the case, pinned at routing ties to that run's own choices (:mod:`..checks.routing`),
-    since another chunking may settle a tie otherwise."""
+    since another chunking may settle a tie otherwise. Judged from a recording, the token-by-token
+    logits are there only where the recording run consulted them (else the case is judged without)."""
     model, ids = session.model, base.input_ids[0]
 
     def of(history: torch.Tensor) -> tuple[torch.Tensor, Callable[[int], torch.Tensor | None]]:
         if base.pixel_values is not None:
             return base_logits(model, base), lambda row: None
-        return hf_history_logits(model, history), functools.cache(lambda row: hf_token_by_token_logits(model, history))
+        second = functools.cache(lambda row: answered_or_none(hf_token_by_token_logits, model, history))
+        return hf_history_logits(model, history), second
 
     shared = of(ids) if session.routing is None else None
 

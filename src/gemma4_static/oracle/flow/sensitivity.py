@@ -150,7 +150,7 @@ def _reference_outputs(session: Session) -> dict[str, tuple[str, Extract, torch.
         outputs.update(_state_outputs(session, valid, length, states))
     if session.has_per_layer_inputs and exposed.per_layer_inputs is not None:
         ids = llm_input_ids(prompt, session.config)
-        ple = hf_per_layer_inputs(session.reference_model, reference, ids)[valid]
+        ple = hf_per_layer_inputs(session.reference_model, reference.hidden_states[0], ids)[valid]
         outputs["PLE"] = ("per-layer inputs", lambda ours: ours.per_layer_inputs[:, :length][valid], ple)
     if prompt.pixel_values is not None and exposed.soft_tokens is not None:
         soft = torch.cat(

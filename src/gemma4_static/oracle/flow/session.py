@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -33,6 +33,7 @@ from .calibration import calibrate, calibration_prompts, prepare_scheme
 from .port_calls import make_port, port_prefill
 from .profiles import checked_profile, refused_scheme
 from .sample_plan import ONE_ROW, sample_plan
+from .shards import Shard
 
 LAYER_GROUP = 5  # the report shows decoder layers in groups of one 4:1 period
 # port calls (prefill chunks + decode steps) the schedules grid runs by default: the tiny model's grid
@@ -69,6 +70,7 @@ class Session:
     rows: list[Row] = field(default_factory=list)  # the rows of the groups run so far (own-checks reads them)
     calibration: list[Prompt] | None = None  # a static scheme's calibration prompts
     figures: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # what a report draws (checks.figures)
+    shard: Shard | None = None  # the part of a split run this process runs (.shards)
 
     @property
     def port_prompt(self) -> Prompt:
@@ -181,6 +183,7 @@ def open_session(
     mask_value: float | None = None,
     port: str = DEFAULT_PORT,
     quant: str | None = None,
+    admit: Callable[[Prompt, int, PortSetup], None] = lambda prompt, steps, setup: None,
 ) -> Session:
     """Prepare a verification run of ``port`` (a built-in name or ``module:factory``): the sample
     prompt it takes, the port sized for it plus ``steps`` decode steps, and both prefills. The port's
@@ -189,7 +192,8 @@ def open_session(
     prompt). With ``quant`` (a scheme of :data:`~gemma4_static.quant.SCHEMES`) this runtime and HF run
     in that integer profile, calibrated on :data:`..numerics.quantized.CALIBRATION_SEEDS` sample
     prompts; another port runs a dynamic scheme of its ``limits.schemes`` in its own recipe, HF the
-    same scheme through torchao (:func:`..numerics.quantized.dynamic_hf`)."""
+    same scheme through torchao (:func:`..numerics.quantized.dynamic_hf`). ``admit`` sees the sample
+    plan (prompt, steps, setup) before anything is prefilled."""
     scheme = checked_profile(model, dtype, quant, backend, port)
     float32 = dtype == torch.float32 and scheme is None
     reference_model = None if float32 else copy.deepcopy(model).double()
@@ -210,6 +214,7 @@ def open_session(
             raise ValueError(f"port {port!r} runs {names}, not {dtype}")
         if scheme is not None and port != DEFAULT_PORT:
             refused_scheme(port, under_test.limits, scheme.name)
+        admit(*plan)  # a recorded reference answers this plan (or records it)
         return _prepared(under_test, model, dtype, plan, port, backend, scheme, reference_model)
     except BaseException:
         under_test.close()

@@ -8,6 +8,7 @@ mask value, overflow hooks, exported stages): for another port they are one SKIP
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -22,9 +23,11 @@ from ..checks.figures import layer_points, position_points
 from ..checks.report import Row, explained, merge, skip_row
 from ..checks.verdict import Verdict
 from ..numerics import overflow
+from ..references.reference_folder import Reference, admission
 from . import verify_host, verify_inputs, verify_numerics, verify_own
 from .port_calls import PLAIN, guarded, plain_prefill_logits
 from .session import LAYER_GROUP, Session, open_session
+from .shards import Shard
 from .verify_masks import chunk_mask_rows, prefill_mask_rows, vision_mask_rows
 from .verify_quantization import quantization_rows
 from .verify_schedules import schedules_rows
@@ -83,7 +86,7 @@ def all_logits_row(session: Session) -> Row:
 def hidden_state_rows(session: Session) -> Iterator[Row]:
     valid = session.prompt.attention_mask.bool()
     states = session.exposed(session.ours.hidden_states, "hidden states")
-    layers = parity.hidden_state_rows(session.model, states, session.theirs, valid, session.dtype)[1:]
+    layers = parity.hidden_state_rows(states, session.theirs, valid, session.dtype)[1:]
     session.figures["layers"] = layer_points([[row] for row in layers])
     for start in range(0, len(layers), LAYER_GROUP):
         group = layers[start : start + LAYER_GROUP]
@@ -165,44 +168,54 @@ def verify(
     schedules_budget: int | None = None,
     on_row: Callable[[Row], None] = lambda row: None,
     until_failure: bool = False,
+    reference: Reference | None = None,
+    shard: Shard | None = None,
 ) -> Verification:
     """Run the ``checks`` (names of :data:`CHECKS`; ``export`` only with ``export=True``) on ``model``
     (an HF Gemma 4 model) in the profile ``dtype`` against ``port`` (a built-in name or
     ``module:factory``; this project's runtime on ``backend`` with forbidden keys at ``mask_value``
     by default; with ``quant`` in that integer scheme, :func:`.session.open_session`; the schedules grid
     within ``schedules_budget`` port calls); ``on_row`` sees each row as it finishes; ``until_failure``:
-    no group after the first with a failed row is run (the self-test: a fault is caught there). Every
-    port the run builds is closed when it is done."""
+    no group after the first with a failed row is run (the self-test: a fault is caught there). HF's
+    answers come from ``reference`` where given (:mod:`..references.reference_folder`: replayed, HF is
+    not run; or recorded); ``shard`` runs one part of the run (:mod:`.shards`). Every port the run
+    builds is closed when it is done."""
     unknown = sorted(set(checks) - set(CHECKS))
     if unknown:
         raise ValueError(f"checks has unknown names {unknown}; expected some of {list(CHECKS)}")
-    session = open_session(
-        model,
-        dtype=dtype,
-        max_seq=max_seq,
-        steps=steps,
-        backend=backend,
-        mask_value=mask_value,
-        port=port,
-        quant=quant,
-    )
-    if schedules_budget is not None:
-        session.schedules_budget = schedules_budget
-    rows = []
-    try:
-        for name in CHECKS:
-            if name not in checks or (name == "export" and not export):
-                continue
-            for row in run_group(session, name):
-                on_row(row)
-                rows.append(row)
-            if until_failure and any(row.failed for row in rows):
-                break
-    finally:
-        session.close()
+    profile = profile_name(dtype, quant)
+    admit = admission(model, reference, port, profile, quant)
+    if shard is not None and model.config.get_text_config().enable_moe_block:
+        raise ValueError(f"shard {shard}: a mixture-of-experts model's routing is judged over a whole run")
+    with contextlib.nullcontext() if reference is None else reference.recording.active():
+        session = open_session(
+            model,
+            dtype=dtype,
+            max_seq=max_seq,
+            steps=steps,
+            backend=backend,
+            mask_value=mask_value,
+            port=port,
+            quant=quant,
+            admit=admit,
+        )
+        session.shard = shard
+        if schedules_budget is not None:
+            session.schedules_budget = schedules_budget
+        names = [name for name in CHECKS if name in checks and (name != "export" or export)]
+        rows = []
+        try:
+            for name in names if shard is None else shard.groups(names):
+                for row in run_group(session, name):
+                    on_row(row)
+                    rows.append(row)
+                if until_failure and any(row.failed for row in rows):
+                    break
+        finally:
+            session.close()
     port_name, version = session.port.name, str(session.port.version or "")
     verdict = verdict_over(rows, session.config.get_text_config().num_hidden_layers)
-    return Verification(rows, verdict, port_name, version, profile_name(dtype, quant), backend, session.figures)
+    return Verification(rows, verdict, port_name, version, profile, backend, session.figures)
 
 
 def verdict_over(rows: list[Row], num_layers: int) -> Verdict:

@@ -33,7 +33,7 @@ def input_rows(session: Session) -> Iterator[Row]:
                 parity.ple_row(
                     model,
                     ids,
-                    session.exposed(session.ours.hidden_states, "hidden states")[0],
+                    session.theirs,
                     session.exposed(session.ours.per_layer_inputs, "per-layer inputs"),
                     dtype,
                 )

@@ -20,11 +20,13 @@ from ..references.hf import (
     hf_decode_logits,
     hf_generate,
     hf_greedy,
+    hf_input_embeddings,
     hf_per_layer_inputs,
     hf_prefill,
     paired_hidden_states,
 )
 from ..references.hf_cache import paired_kv
+from ..references.hf_vision import hf_image_features
 from ..references.samples import Prompt
 from . import verify_host
 from .port_calls import PLAIN, guarded, plain_prefill_logits
@@ -52,7 +54,7 @@ def _embedding_rows(session: Session, ids: torch.Tensor) -> Iterator[Row]:
     if session.is_runtime or session.scheme is None or session.scheme.dynamic:
         yield parity.embedding_row(session.hf_model, session.port, ids)
     valid = session.prompt.attention_mask.bool()
-    embedded = [model.get_input_embeddings()(ids)[valid] for model in (session.hf_model, session.reference_model)]
+    embedded = [hf_input_embeddings(model, ids)[valid] for model in (session.hf_model, session.reference_model)]
     mine = session.port.token_embedding(ids)[valid]
     yield from parity_numerics.metric_rows("token embedding", "vs float64", mine, *embedded, session.gate)
 
@@ -60,15 +62,15 @@ def _embedding_rows(session: Session, ids: torch.Tensor) -> Iterator[Row]:
 def _ple_rows(session: Session, ids: torch.Tensor) -> list[Row]:
     valid = session.prompt.attention_mask.bool()
     mine = session.exposed(session.ours.per_layer_inputs, "per-layer inputs")[:, : valid.shape[1]][valid]
-    hf = hf_per_layer_inputs(session.hf_model, session.theirs, ids)[valid]
-    reference = hf_per_layer_inputs(session.reference_model, session.reference, ids)[valid]
+    hf = hf_per_layer_inputs(session.hf_model, session.theirs.hidden_states[0], ids)[valid]
+    reference = hf_per_layer_inputs(session.reference_model, session.reference.hidden_states[0], ids)[valid]
     return parity_numerics.metric_rows("PLE", "vs float64", mine, hf, reference, session.gate)
 
 
 def _soft_token_rows(session: Session) -> list[Row]:
     prompt, mine = session.prompt, torch.cat(session.exposed(session.ours.soft_tokens, "soft tokens"))
     soft = {
-        name: torch.cat(model.model.get_image_features(pixels, prompt.image_position_ids).pooler_output)
+        name: torch.cat(hf_image_features(model, pixels, prompt.image_position_ids))
         for name, model, pixels in (
             ("hf", session.hf_model, prompt.pixel_values.to(session.dtype)),
             ("ref", session.reference_model, prompt.pixel_values.double()),
@@ -116,10 +118,10 @@ def _hidden_state_rows(session: Session) -> Iterator[Row]:
     """Each layer's hidden states against float64, merged per group of :data:`LAYER_GROUP` layers."""
     gate, valid = session.gate, session.prompt.attention_mask.bool()
     states = session.exposed(session.ours.hidden_states, "hidden states")
-    ours = paired_hidden_states(session.hf_model, states, session.reference.hidden_states, valid)
+    ours = paired_hidden_states(states, session.reference, valid)
     layers = [
         parity_numerics.metric_rows("decoder layers", f"layer {index}", mine, hf[valid], reference, gate)
-        for index, ((mine, reference), hf) in enumerate(zip(ours[1:], session.theirs.hidden_states[1:], strict=True))
+        for index, ((mine, reference), hf) in enumerate(zip(ours[1:], session.theirs.layer_outputs[1:], strict=True))
     ]
     session.figures["layers"] = layer_points(layers)
     for start in range(0, len(layers), LAYER_GROUP):

@@ -29,6 +29,7 @@ from .port_calls import raised_in
 from .sample_plan import SEEDS
 from .schedule_scores import Score, Scored, hf_references, length_row, scored_in_profile, sqnr_row
 from .session import Session
+from .shards import Shard
 
 PRIORITY = ("policy", "one call", "uneven mix", "chunks of W + 1", "chunks of W", "chunks of W - 1",
             "chunks of W + 2", "chunks of 2W", "chunks of C", "chunks of 1")  # fmt: skip
@@ -128,7 +129,8 @@ def run_case(port: Gemma4Port, base: Prompt, case: Case) -> Observed:
 
 def schedules_rows(session: Session) -> Iterator[Row]:
     """One row per prompt length (every schedule of it merged; a failure names the schedule and the
-    first diverging position), and an INFO row counting the cases run, refused and over budget."""
+    first diverging position), and an INFO row counting the cases run, refused and over budget (in a
+    shard, :mod:`.shards`: its prompt lengths only)."""
     limits, window, profile = session.port.limits, session.window, session.port.limits.image_profile
     if limits.needs_image and profile is None:
         reason = f"{session.port.name} needs an image in every prompt and declares no image profile; the grid is text"
@@ -146,6 +148,8 @@ def schedules_rows(session: Session) -> Iterator[Row]:
     results: dict[int, list[tuple[Case, Judgement | Scored | str]]] = {}
     with session.built(PortSetup(max_seq, image_slots=base.image_slots)) as policy_port:
         cases, refused, dropped = plan(policy_port, window, max_seq, session.schedules_budget, prefix)
+        if session.shard is not None:  # the whole grid planned, then this shard's prompt lengths kept
+            cases, refused, dropped = sharded(session.shard, cases, refused, dropped)
         log.info("schedules grid: %d cases, %d port calls", len(cases), sum(case.cost for case in cases))
         for schedule in dict.fromkeys(case.schedule for case in cases):  # a port per schedule, in plan order
             setup = PortSetup(max_seq, image_slots=base.image_slots, prefill_schedule=schedule)
@@ -159,6 +163,14 @@ def schedules_rows(session: Session) -> Iterator[Row]:
         yield sqnr_row(length, results[length]) if session.low_precision else length_row(length, results[length])
     check = f"cases run: {len(cases)} ({len(refused)} refused by the port's limits, {len(dropped)} over the budget)"
     yield Row("schedules", check, "cases", len(cases), float("inf"))
+
+
+def sharded(shard: Shard, *parts: list[Case]) -> list[list[Case]]:
+    """Each of ``parts`` (cases run, refused, over budget) cut to ``shard``'s prompt lengths: every
+    ``N``-th of all the grid's lengths in order."""
+    lengths = sorted({case.length for part in parts for case in part})
+    order = {length: index for index, length in enumerate(lengths)}
+    return [[case for case in part if shard.takes(order[case.length])] for part in parts]
 
 
 def cell(case: Case, outcome: Judgement | Scored | str) -> dict:

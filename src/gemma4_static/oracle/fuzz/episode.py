@@ -21,6 +21,7 @@ import torch
 
 from ..checks import tolerances
 from ..numerics.metrics import measure
+from ..references.recording import recorded
 
 
 @dataclass
@@ -51,12 +52,14 @@ class Judgement:
         return self.first is not None
 
 
+@recorded
 @torch.no_grad()
 def hf_history_logits(model, ids: torch.Tensor) -> torch.Tensor:
     """HF's logits ``(N, vocab)`` at every position of one row's token history ``ids (N,)``."""
     return model(input_ids=ids[None], attention_mask=torch.ones_like(ids)[None]).logits[0]
 
 
+@recorded
 @torch.no_grad()
 def hf_token_by_token_logits(model, ids: torch.Tensor) -> torch.Tensor:
     """HF's logits ``(N, vocab)`` for ``ids (N,)`` fed one token at a time through its ``DynamicCache``."""

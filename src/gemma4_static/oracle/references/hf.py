@@ -10,6 +10,7 @@ stands for, so nothing is ever skipped.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -18,6 +19,7 @@ from transformers.masking_utils import create_masks_for_generate
 from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
 
 from ...spec import text_module
+from .recording import recorded
 
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa")
 
@@ -54,6 +56,7 @@ def _with_attn_implementation(config: Any, attn_implementation: str) -> tuple[An
     return config, text
 
 
+@recorded
 def hf_prefill_bool_masks(
     config: Any,
     attention_mask: torch.Tensor,
@@ -81,6 +84,7 @@ def hf_prefill_bool_masks(
     return {name: expand_hf_mask(mask, batch, length, length, causal=causal) for name, mask in masks.items()}
 
 
+@recorded
 def hf_decode_visible_positions(
     config: Any, attention_mask: torch.Tensor, *, attn_implementation: str
 ) -> dict[str, torch.Tensor]:
@@ -116,6 +120,7 @@ def hf_decode_visible_positions(
     return visible
 
 
+@recorded
 def hf_rope(
     config: Any, position_ids: torch.Tensor, *, dtype: torch.dtype = torch.float32
 ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -127,26 +132,59 @@ def hf_rope(
     return {layer_type: rotary(probe, position_ids, layer_type) for layer_type in sorted(set(text.layer_types))}
 
 
-@torch.no_grad()
-def hf_prefill(model: Any, prompt: Any) -> Any:
-    """HF's forward on a :class:`~gemma4_static.oracle.references.samples.Prompt`: logits, every hidden state and the
-    filled ``DynamicCache`` (``output.cache``), with ``mm_token_type_ids`` when the prompt has an image."""
-    return model(**prompt.hf_kwargs(), output_hidden_states=True, use_cache=True)
+@dataclass(frozen=True)
+class HFPrefill:
+    """HF's forward on a prompt: ``logits (B, S, vocab)``, ``hidden_states`` as HF returns them (the
+    embeddings, each layer's output, the last after the final norm) and ``last_layer``, the last
+    layer's output before that norm (what a port's last hidden state is compared with)."""
+
+    logits: torch.Tensor
+    hidden_states: tuple[torch.Tensor, ...]
+    last_layer: torch.Tensor
+
+    @property
+    def layer_outputs(self) -> tuple[torch.Tensor, ...]:
+        """The embeddings and every layer's output, the last before the final norm."""
+        return (*self.hidden_states[:-1], self.last_layer)
 
 
+@recorded
 @torch.no_grad()
-def hf_per_layer_inputs(model: Any, output: Any, ids: torch.Tensor) -> torch.Tensor:
-    """HF's per-layer inputs ``(B, S, L, P)`` for LLM-side ``ids`` and a prefill ``output`` of ``model``."""
+def hf_prefill(model: Any, prompt: Any) -> HFPrefill:
+    """HF's forward on a :class:`~gemma4_static.oracle.references.samples.Prompt` (with
+    ``mm_token_type_ids`` when it has an image): its logits and hidden states (:class:`HFPrefill`)."""
+    captured: list[torch.Tensor] = []
+    hook = text_module(model).norm.register_forward_pre_hook(lambda module, args: captured.append(args[0]))
+    try:
+        output = model(**prompt.hf_kwargs(), output_hidden_states=True, use_cache=True)
+    finally:
+        hook.remove()
+    return HFPrefill(output.logits, tuple(output.hidden_states), captured[0])
+
+
+@recorded
+@torch.no_grad()
+def hf_per_layer_inputs(model: Any, embeddings: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """HF's per-layer inputs ``(B, S, L, P)`` for LLM-side ``ids`` and HF's fused ``embeddings (B, S, H)``."""
     text = text_module(model)
-    return text.project_per_layer_inputs(output.hidden_states[0], text.get_per_layer_inputs(ids, None))
+    return text.project_per_layer_inputs(embeddings, text.get_per_layer_inputs(ids, None))
 
 
+@recorded
 @torch.no_grad()
-def hf_last_logits(model: Any, prompt: Any) -> torch.Tensor:
-    """HF's logits ``(vocab,)`` at the last token of a batch-1 ``prompt``, without a cache."""
-    return model(**prompt.hf_kwargs()).logits[0, -1]
+def hf_input_embeddings(model: Any, ids: torch.Tensor) -> torch.Tensor:
+    """HF's ``get_input_embeddings()(ids)``: ``(B, S, H)``, scaled as its embedding module scales."""
+    return model.get_input_embeddings()(ids)
 
 
+@recorded
+@torch.no_grad()
+def hf_all_logits(model: Any, prompt: Any) -> torch.Tensor:
+    """HF's logits ``(B, S, vocab)`` at every position of ``prompt`` (its images too), without a cache."""
+    return model(**prompt.hf_kwargs()).logits
+
+
+@recorded
 @torch.no_grad()
 def hf_decode_logits(model: Any, prompt: Any, tokens: torch.Tensor) -> torch.Tensor:
     """HF's logits ``(B, T, vocab)`` for feeding ``tokens (B, T)`` one by one after ``prompt``, each
@@ -170,6 +208,7 @@ def hf_generate(model: Any, prompt: Any, *, max_new_tokens: int, eos_token_id: i
     return hf_greedy(model, prompt, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)[0]
 
 
+@recorded
 @torch.no_grad()
 def hf_greedy(
     model: Any, prompt: Any, *, max_new_tokens: int, eos_token_id: int | None
@@ -197,12 +236,11 @@ def hf_greedy(
     return torch.stack(tokens), torch.stack(logits)
 
 
-@torch.no_grad()
 def paired_hidden_states(
-    model: Any, ours: tuple[torch.Tensor, ...], theirs: tuple[torch.Tensor, ...], valid: torch.Tensor
+    ours: tuple[torch.Tensor, ...], theirs: HFPrefill, valid: torch.Tensor
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """``(ours, HF)`` per entry of ``output_hidden_states`` (embeddings, then each layer), restricted
-    to the ``valid (B, S)`` positions. HF's last entry is after the final norm, so ours gets it too."""
-    ours = (*ours[:-1], text_module(model).norm(ours[-1]))
+    """``(ours, HF)`` for the embeddings and each layer's output (the last before the final norm on
+    both sides: :attr:`HFPrefill.layer_outputs`), restricted to the ``valid (B, S)`` positions."""
     length = valid.shape[1]
-    return [(mine[:, :length][valid], reference[valid]) for mine, reference in zip(ours, theirs, strict=True)]
+    pairs = zip(ours, theirs.layer_outputs, strict=True)
+    return [(mine[:, :length][valid], reference[valid]) for mine, reference in pairs]

@@ -9,15 +9,26 @@ from typing import Any
 import torch
 
 from ...spec import read_text_config
+from .recording import recorded
 
 
+@recorded
 @torch.no_grad()
-def hf_row_cache(model: Any, prompt: Any, row: int, tokens: torch.Tensor | None = None) -> Any:
-    """HF's ``DynamicCache`` after prefilling row ``row`` of ``prompt`` alone, then feeding ``tokens (T,)``."""
+def hf_row_cache(
+    model: Any, prompt: Any, row: int, tokens: torch.Tensor | None = None
+) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+    """What HF's ``DynamicCache`` holds after prefilling row ``row`` of ``prompt`` alone, then
+    feeding ``tokens (T,)``: ``{layer: (K, V)}`` for every layer with a cache of its own, each
+    ``(kv_heads, held positions, head_dim)`` (a sliding layer holds its last ``window - 1``)."""
     cache = model(**prompt.row(row).hf_kwargs(), use_cache=True).cache
     for token in [] if tokens is None else tokens:
         cache = model(input_ids=token.view(1, 1), cache=cache, use_cache=True).cache
-    return cache
+    sources = read_text_config(model.config).kv_sources
+    return {
+        index: (cache.layers[index].keys[0], cache.layers[index].values[0])
+        for index, source in enumerate(sources)
+        if source == index
+    }
 
 
 def paired_kv(
@@ -38,14 +49,14 @@ def paired_kv(
     for row in range(prompt.input_ids.shape[0]):
         hf_cache = hf_row_cache(model, prompt, row, None if tokens is None else tokens[row])
         length = int(prompt.attention_mask[row].sum()) + (0 if tokens is None else tokens.shape[1])
-        held = {index: hf_cache.layers[index].keys.shape[2] for index, source in enumerate(sources) if source == index}
+        held = {index: keys.shape[1] for index, (keys, _) in hf_cache.items()}
         # one question per span of positions HF holds (all of them, or a sliding layer's last window - 1)
         answers = {count: cache_kv(row, list(range(length - count, length))) for count in set(held.values())}
         shared = {index for answer in answers.values() for index in answer if sources[index] != index}
         for index in sorted(set(held) | shared):
-            hf_layer, span = hf_cache.layers[sources[index]], held[sources[index]]
+            hf_layer, span = hf_cache[sources[index]], held[sources[index]]
             pair = answers[span].get(index)
-            for kind, theirs in (("K", hf_layer.keys[0]), ("V", hf_layer.values[0])):
+            for kind, theirs in zip("KV", hf_layer, strict=True):
                 mine = torch.full_like(theirs, torch.nan) if pair is None else pair[kind == "V"]
                 mine_list, reference = gathered.setdefault((index, kind), ([], []))
                 mine_list.append(mine)

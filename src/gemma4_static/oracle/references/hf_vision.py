@@ -10,6 +10,7 @@ import torch
 from transformers.masking_utils import create_bidirectional_mask
 
 from .hf import expand_hf_mask
+from .recording import recorded
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class HFVisionOutputs:
     soft_tokens: tuple[torch.Tensor, ...]
 
 
+@recorded
 @torch.no_grad()
 def hf_vision_outputs(model: Any, pixel_values: torch.Tensor, image_position_ids: torch.Tensor) -> HFVisionOutputs:
     """Run HF's ``get_image_features`` once and record every sub-stage on the way."""
@@ -45,6 +47,7 @@ def hf_vision_outputs(model: Any, pixel_values: torch.Tensor, image_position_ids
     return HFVisionOutputs(recorded["embed"], tuple(recorded["layers"]), recorded["pooled"], tuple(soft))
 
 
+@recorded
 def hf_vision_mask(model: Any, image_position_ids: torch.Tensor) -> torch.Tensor:
     """HF's encoder mask as a boolean ``(N, 1, P, P)`` pattern (``None`` = every key), ``True`` = allowed."""
     tower = model.model.vision_tower
@@ -55,6 +58,7 @@ def hf_vision_mask(model: Any, image_position_ids: torch.Tensor) -> torch.Tensor
     return expand_hf_mask(mask, batch, patches, patches, causal=False)
 
 
+@recorded
 @torch.no_grad()
 def hf_vision_rope(
     model: Any, image_position_ids: torch.Tensor, dtype: torch.dtype
@@ -62,3 +66,12 @@ def hf_vision_rope(
     """HF's ``Gemma4VisionRotaryEmbedding`` cos/sin ``(N, P, head_dim)`` in ``dtype``."""
     rotary = model.model.vision_tower.encoder.rotary_emb
     return rotary(torch.zeros((), dtype=dtype), image_position_ids)
+
+
+@recorded
+@torch.no_grad()
+def hf_image_features(
+    model: Any, pixel_values: torch.Tensor, image_position_ids: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    """HF's ``get_image_features``: each image's valid soft tokens, ``(T_i, H)`` per image."""
+    return tuple(model.model.get_image_features(pixel_values, image_position_ids).pooler_output)

@@ -1,0 +1,51 @@
+"""One run split over machines: shard ``i`` of ``N`` (``verify --shard i/N``) runs every ``N``-th
+check group and every ``N``-th prompt length of the schedules grid, the grid planned whole first (its
+budget spent as the whole run spends it), so the shards' rows together are the whole run's;
+``gemma4-static merge`` (:mod:`..pages.merge`) joins their reports into one verdict. The overflow
+group reports the largest activations of the groups run before it: every shard runs it over its
+own, and merge keeps each site's largest. A port's own checks (INFO rows) say what the suite found
+in the shard that ran them. A mixture-of-experts model's routing is judged over a whole run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SPLIT_GROUP = "schedules"  # the group every shard runs a part of
+EVERY_SHARD = (SPLIT_GROUP, "overflow")  # run by every shard (overflow: over that shard's groups)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` (1-based) of ``count``."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.count, int) or not isinstance(self.index, int) or not 1 <= self.index <= self.count:
+            raise ValueError(f"shard must be I/N with 1 <= I <= N, got {self.index}/{self.count}")
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """``"2/4"`` as a shard; ``ValueError`` naming the text otherwise."""
+        index, slash, count = str(text).partition("/")
+        if not slash or not index.strip().isdigit() or not count.strip().isdigit():
+            raise ValueError(f"shard must be I/N (e.g. 2/4), got {text!r}")
+        return cls(int(index), int(count))
+
+    def groups(self, names: list[str]) -> list[str]:
+        """The check groups of ``names`` (in order) this shard runs: those of :data:`EVERY_SHARD`, and
+        every ``count``-th of the others from its own."""
+        others = [name for name in names if name not in EVERY_SHARD]
+        mine = set(others[self.index - 1 :: self.count])
+        return [name for name in names if name in EVERY_SHARD or name in mine]
+
+    def takes(self, order: int) -> bool:
+        """Whether the split group's ``order``-th item (0-based; a prompt length) is this shard's."""
+        return order % self.count == self.index - 1
+
+    def as_dict(self) -> dict[str, int]:
+        return {"index": self.index, "count": self.count}
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
