@@ -17,7 +17,7 @@ from ..checks.report_json import report_document
 from ..flow.shards import EVERY_SHARD, SPLIT_GROUP
 from ..flow.verify import CHECKS, verdict_over
 
-SAME = ("model", "profile", "backend")  # what every shard of one run shares, beside the port and reference
+SAME = ("profile", "backend", "port")  # what every shard of one run shares, beside the model and reference
 _LENGTH = re.compile(r"^prompt (\d+):")
 
 
@@ -71,7 +71,7 @@ def _shard(name: str, document: dict[str, Any]) -> tuple[int, int, int]:
 
 def _identity(first: dict[str, Any], other: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     pairs = [(field, first["metadata"][field], other["metadata"][field]) for field in SAME]
-    pairs.append(("port", first["metadata"]["port"], other["metadata"]["port"]))
+    pairs.append(("model", first["model"], other["model"]))
     answers = [document.get("reference", {}).get("answers") for document in (first, other)]
     return [*pairs, ("reference", *answers)]
 
