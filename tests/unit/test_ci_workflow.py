@@ -92,3 +92,17 @@ def test_ci_covers_every_python_version_and_both_ends_of_the_transformers_range(
     assert [end.strip() for end in matrix.group(2).split(",")] == ["lowest", "highest"]
     (transformers,) = [Requirement(r) for r in requires("gemma4-static") if r.startswith("transformers")]
     assert {spec.operator for spec in transformers.specifier} == {">=", "<"}  # a range with two ends
+
+
+def test_ci_records_a_reference_and_judges_from_it_in_four_merged_shards():
+    """The record job's folder is what every shard judges from; the shards are 1 to N of one N, and the
+    merge job joins exactly them (a shard added to the matrix and not merged would be lost)."""
+    workflow = WORKFLOW.read_text()
+    assert "gemma4-static record --config e2b-geometry --out reference-e2b" in workflow
+    matrix = re.search(r"shard: \[(.*?)\]", workflow)
+    assert matrix is not None
+    shards = [int(index) for index in matrix.group(1).split(",")]
+    assert shards == list(range(1, len(shards) + 1))
+    assert f"--reference reference-e2b\n          --shard ${{{{ matrix.shard }}}}/{len(shards)}" in workflow
+    merged = " ".join(f"shard-{index}.json" for index in shards)
+    assert f"gemma4-static merge {merged}" in workflow

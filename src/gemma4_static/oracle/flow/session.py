@@ -36,8 +36,7 @@ from .sample_plan import ONE_ROW, sample_plan
 from .shards import Shard
 
 LAYER_GROUP = 5  # the report shows decoder layers in groups of one 4:1 period
-# port calls (prefill chunks + decode steps) the schedules grid runs by default: the tiny model's grid
-# whole, the E2B geometry's in minutes (its most expensive cases, chunks of 1 over several windows, left out)
+# port calls the schedules grid runs by default: tiny's grid whole, E2B's in minutes (without chunks of 1)
 GRID_BUDGET = 3000
 log = logging.getLogger(__name__)
 
@@ -192,8 +191,7 @@ def open_session(
     prompt). With ``quant`` (a scheme of :data:`~gemma4_static.quant.SCHEMES`) this runtime and HF run
     in that integer profile, calibrated on :data:`..numerics.quantized.CALIBRATION_SEEDS` sample
     prompts; another port runs a dynamic scheme of its ``limits.schemes`` in its own recipe, HF the
-    same scheme through torchao (:func:`..numerics.quantized.dynamic_hf`). ``admit`` sees the sample
-    plan (prompt, steps, setup) before anything is prefilled."""
+    same scheme through torchao (:func:`..numerics.quantized.dynamic_hf`); ``admit`` sees the plan first."""
     scheme = checked_profile(model, dtype, quant, backend, port)
     float32 = dtype == torch.float32 and scheme is None
     reference_model = None if float32 else copy.deepcopy(model).double()

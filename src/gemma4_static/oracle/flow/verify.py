@@ -176,10 +176,9 @@ def verify(
     ``module:factory``; this project's runtime on ``backend`` with forbidden keys at ``mask_value``
     by default; with ``quant`` in that integer scheme, :func:`.session.open_session`; the schedules grid
     within ``schedules_budget`` port calls); ``on_row`` sees each row as it finishes; ``until_failure``:
-    no group after the first with a failed row is run (the self-test: a fault is caught there). HF's
-    answers come from ``reference`` where given (:mod:`..references.reference_folder`: replayed, HF is
-    not run; or recorded); ``shard`` runs one part of the run (:mod:`.shards`). Every port the run
-    builds is closed when it is done."""
+    no group after the first with a failed row is run (the self-test). HF's answers come from a
+    ``reference`` where given (:mod:`..references.reference_folder`); ``shard``: one part of the run
+    (:mod:`.shards`). Every port the run builds is closed when it is done."""
     unknown = sorted(set(checks) - set(CHECKS))
     if unknown:
         raise ValueError(f"checks has unknown names {unknown}; expected some of {list(CHECKS)}")
