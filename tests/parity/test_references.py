@@ -101,3 +101,12 @@ def test_a_run_the_recording_does_not_answer_is_refused(recorded, arguments, mes
     assert cli.main(["verify", *arguments, "--reference", str(recorded), "--quiet"]) == 2
     error = capsys.readouterr().err
     assert message in error and len(error.strip().splitlines()) == 1
+
+
+def test_the_plugin_judges_the_check_groups_from_the_recording(recorded, pytester):
+    arguments = ["-p", "gemma4_static.pytest_plugin", "--gemma4-port", "gemma4-static", "--gemma4-model", "tiny"]
+    result = pytester.runpytest_inprocess(*arguments, "--gemma4-reference", str(recorded), "-k", "layers or decode")
+    result.assert_outcomes(passed=3)  # layers, decode-masks, decode
+    refused = pytester.runpytest_inprocess(*arguments, "--gemma4-reference", str(recorded / "nowhere"))
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*reference must be a folder written by gemma4-static record*"])

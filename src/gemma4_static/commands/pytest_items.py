@@ -4,6 +4,7 @@ sessions they share (built once per process) and the judgement of a group's rows
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,23 @@ COMPARED = "gemma4_compared"  # the user property of a test: (model, the stages 
 OPTIONS: dict[str, Any] = {}  # this process's plugin options the test bodies read (set by the plugin)
 
 _sessions: dict[tuple[str, str, str, str | None], Any] = {}
+_references: dict[Any, Any] = {}  # the recorded reference of --gemma4-reference, opened once per process
+
+
+def recorded_reference() -> Any:
+    """The reference ``--gemma4-reference`` names (opened and checked once), or ``None``."""
+    folder = OPTIONS.get("--gemma4-reference")
+    if folder is not None and folder not in _references:
+        from ..oracle.references.reference_folder import open_reference
+
+        _references[folder] = open_reference(folder)
+    return None if folder is None else _references[folder]
+
+
+def answering() -> contextlib.AbstractContextManager:
+    """HF's answers from the recorded reference while a block runs (live without one)."""
+    reference = recorded_reference()
+    return contextlib.nullcontext() if reference is None else reference.recording.active()
 
 
 def close_sessions() -> None:
@@ -26,17 +44,20 @@ def close_sessions() -> None:
 
 def port_session(port: str, model: str, dtype: str, quant: str | None = None) -> Any:
     """The verification session of ``port`` on embedded ``model`` in ``dtype`` (or integer scheme
-    ``quant`` over float32), built once per process."""
+    ``quant`` over float32), built once per process (HF's answers from ``--gemma4-reference`` where given)."""
     key = (port, model, dtype, quant)
     if key not in _sessions:
         import torch
 
         from ..oracle.flow.session import open_session
+        from ..oracle.flow.verify import profile_name
         from ..oracle.references.models import build_default_model
+        from ..oracle.references.reference_folder import admission
 
-        with torch.no_grad():
-            model_built = build_default_model(model)
-            _sessions[key] = open_session(model_built, dtype=getattr(torch, dtype), port=port, quant=quant)
+        with torch.no_grad(), answering():
+            built = build_default_model(model)
+            admit = admission(built, recorded_reference(), port, profile_name(getattr(torch, dtype), quant), quant)
+            _sessions[key] = open_session(built, dtype=getattr(torch, dtype), port=port, quant=quant, admit=admit)
     return _sessions[key]
 
 
@@ -77,7 +98,7 @@ def check_group(
     budget = OPTIONS.get("--gemma4-schedules-budget")
     if budget is not None:
         session.schedules_budget = budget
-    with torch.no_grad():
+    with torch.no_grad(), answering():
         rows = run_group(session, group)
     if on_rows is not None:
         on_rows(rows)

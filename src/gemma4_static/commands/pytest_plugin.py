@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from . import plugin_report
-from .pytest_items import COMPARED, OPTIONS, FuzzShard, PortCheck, close_sessions
+from .pytest_items import COMPARED, OPTIONS, FuzzShard, PortCheck, close_sessions, recorded_reference
 
 MODELS = ("tiny", "e2b-vision", "e2b-geometry", "e2b-multimodal")
 DEFAULT_MODELS = ("tiny", "e2b-geometry")
@@ -80,6 +80,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="also write the checks' report as a web page per model, as verify --html does (PATH for one model, "
         "PATH's stem + -MODEL for several; also when the session is interrupted)",
+    )
+    group.addoption(
+        "--gemma4-reference",
+        type=Path,
+        metavar="DIR",
+        help="judge the check groups against HF's answers recorded there (gemma4-static record) instead of running "
+        "HF; the fuzzer keeps HF live",
     )
     group.addoption(
         "--gemma4-fuzz-database",
@@ -142,9 +149,20 @@ _compared: dict[str, set[str]] = {}  # per model, the stages compared (on the co
 def pytest_configure(config: pytest.Config) -> None:
     _compared.clear()
     plugin_report.clear()
-    for option in ("--gemma4-schedules-budget", "--gemma4-fuzz", "--gemma4-fuzz-database", "--gemma4-html"):
+    for option in (
+        "--gemma4-schedules-budget",
+        "--gemma4-fuzz",
+        "--gemma4-fuzz-database",
+        "--gemma4-html",
+        "--gemma4-reference",
+    ):
         OPTIONS[option] = config.getoption(option)
     OPTIONS["rootdir"] = Path(str(config.rootpath))
+    if OPTIONS["--gemma4-reference"] is not None and config.getoption("--gemma4-port"):
+        try:
+            recorded_reference()
+        except ValueError as error:
+            raise pytest.UsageError(str(error)) from None
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -56,6 +56,7 @@ def run_record(args: argparse.Namespace) -> int:
         model, name = models.build_default_model(args.config), args.config
     reference = new_reference(args.out, model, name)
     seen: list[tuple[Any, str]] = []
+    answered = 0.0  # seconds HF spent answering so far
     for port in args.port or DEFAULT_PORTS:
         try:
             limits = getattr(port_factory(port), "limits", None)
@@ -72,21 +73,33 @@ def run_record(args: argparse.Namespace) -> int:
         seen.append((limits, port))
         reference.label = (port, stand_in)
         begun = time.perf_counter()
-        result = verify.verify(
-            model,
-            dtype=getattr(torch, args.dtype),
-            max_seq=args.max_seq,
-            steps=args.steps,
-            port=f"{STAND_IN}{port}" if stand_in else port,
-            schedules_budget=args.schedules_budget,
-            reference=reference,
-        )
+        try:
+            result = verify.verify(
+                model,
+                dtype=getattr(torch, args.dtype),
+                max_seq=args.max_seq,
+                steps=args.steps,
+                port=f"{STAND_IN}{port}" if stand_in else port,
+                schedules_budget=args.schedules_budget,
+                reference=reference,
+            )
+        except ValueError as error:  # a port this model or profile cannot be judged on
+            if args.port:
+                raise
+            print(f"record: {port} left out: {error}", file=sys.stderr)
+            continue
         seconds = time.perf_counter() - begun
         for plan in reference.manifest["plans"]:
             plan.setdefault("seconds", round(seconds, 1))
         failed = sum(row.failed for row in result.rows)
         where = "this runtime in its limits" if stand_in else "the port itself"
-        print(f"record: {port} ({where}): {len(result.rows)} rows, {failed} failed, {seconds:.1f} s", flush=True)
+        hf = reference.recording.seconds - answered
+        answered = reference.recording.seconds
+        print(
+            f"record: {port} ({where}): {len(result.rows)} rows, {failed} failed, {seconds:.1f} s "
+            f"({hf:.1f} s of it HF answering)",
+            flush=True,
+        )
     save_reference(reference, SEEDS)
     size = sum(path.stat().st_size for path in args.out.iterdir()) / 2**20
     calls = len(reference.recording.calls)

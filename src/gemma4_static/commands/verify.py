@@ -19,6 +19,7 @@ from ..oracle.checks.verdict import ExitCode
 from ..oracle.flow import verify  # looked up per call: a test's substitute must not outlive it
 from ..oracle.flow.sample_plan import SEEDS
 from ..oracle.numerics.kernel_sets import active_kernels
+from ..oracle.references.recording import Recording
 from ..oracle.references import checkpoints, models  # looked up per call: tests substitute their builders
 
 
@@ -85,22 +86,24 @@ def _report(args: argparse.Namespace, model: object, name: str, checks: tuple[st
     judged = _judged_from(args)
     if judged["reference"] is not None:
         print(f"gemma4-static verify: HF's answers from {judged['reference'].describe()}", flush=True)
+    hf = judged["reference"].recording if judged["reference"] is not None else Recording("live")
     try:
-        result = verify.verify(
-            model,
-            dtype=dtype,
-            max_seq=args.max_seq,
-            steps=args.steps,
-            export=not args.no_export,
-            backend=args.backend,
-            mask_value=args.mask_value,
-            checks=checks,
-            port=args.port,
-            quant=args.quant,
-            schedules_budget=args.schedules_budget,
-            on_row=lambda row: (show(row), seen.append(row)),
-            **judged,
-        )
+        with hf.active():
+            result = verify.verify(
+                model,
+                dtype=dtype,
+                max_seq=args.max_seq,
+                steps=args.steps,
+                export=not args.no_export,
+                backend=args.backend,
+                mask_value=args.mask_value,
+                checks=checks,
+                port=args.port,
+                quant=args.quant,
+                schedules_budget=args.schedules_budget,
+                on_row=lambda row: (show(row), seen.append(row)),
+                **judged,
+            )
     except KeyboardInterrupt:
         verdict = verify.verdict_over(seen, model.config.get_text_config().num_hidden_layers)
         run = _run_metadata(args.port, "", profile, args.backend, name, kernels)
@@ -111,6 +114,8 @@ def _report(args: argparse.Namespace, model: object, name: str, checks: tuple[st
     overflowing = [row for row in result.rows if row.failed and row.stage == "overflow"]
     if overflowing:
         print(f"verify: first overflow in {args.dtype}: {overflowing[0].check}")
+    how = "read back from the reference" if judged["reference"] is not None else "computed live"
+    print(f"verify: {hf.asked} answers of HF {how} in {hf.seconds:.1f} s")
     print(f"verify: {verdict.summary()} ({time.perf_counter() - started:.1f} s)")
     extra = {"figures": result.figures} | _split(judged, model)
     if args.sensitivity:

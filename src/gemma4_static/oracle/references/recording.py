@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import hashlib
 import importlib
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -141,17 +142,30 @@ def unpack(packed: Any, tensors: dict[str, torch.Tensor]) -> Any:
 @dataclasses.dataclass
 class Recording:
     """HF's answers by key: ``calls[key] = {"call": name, "answer": packed}`` and the tensors they
-    name. ``mode`` is ``"record"`` (every question is computed and kept) or ``"replay"`` (read back)."""
+    name. ``mode`` is ``"record"`` (every question is computed and kept), ``"replay"`` (read back) or
+    ``"live"`` (computed, only counted and timed)."""
 
     mode: str
     calls: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     tensors: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict)
     asked: int = 0  # questions asked while active (answered from the recording in replay)
+    seconds: float = 0.0  # spent answering them: HF computing (record), reading back (replay)
+    depth: int = 0  # recorded calls in progress (a question asked inside another is its time)
 
     def answer(self, name: str, arguments: Any, compute: Callable[[], Any]) -> Any:
         """The answer to ``name(arguments)``: computed and kept, or read back."""
-        key = hashlib.sha256(f"{name}:{digest_of(arguments)}".encode()).hexdigest()
+        started, self.depth = time.perf_counter(), self.depth + 1
+        try:
+            return self._answer(name, arguments, compute)
+        finally:
+            self.depth -= 1
+            self.seconds += 0.0 if self.depth else time.perf_counter() - started
+
+    def _answer(self, name: str, arguments: Any, compute: Callable[[], Any]) -> Any:
         self.asked += 1
+        if self.mode == "live":
+            return compute()
+        key = hashlib.sha256(f"{name}:{digest_of(arguments)}".encode()).hexdigest()
         if self.mode == "replay":
             if key not in self.calls:
                 raise NotRecorded(
