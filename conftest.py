@@ -61,18 +61,19 @@ OPT_IN_LANES = {
     ),
     "--gemma4-executorch": (
         "executorch",
-        "the ExecuTorch lane: every stage lowered with XNNPACK, float and a8w8 (each program lowered once, then read "
-        "from the program cache)",
+        "the ExecuTorch lane: the text model as one program and every stage lowered with XNNPACK (each program "
+        "lowered once, then read from the program cache; the a8w8 programs are the nightly lane's)",
     ),
     "--gemma4-numerics": (
         "numerics",
         "the E2B geometry's bf16, fp16 and integer profiles against HF in float64, porting bugs the "
-        "low-precision gates must catch, the E2B sensitivity sweep",
+        "low-precision gates must catch, the sensitivity sweeps",
     ),
     "--gemma4-ports": (
         "ports",
-        "the ports lane: ExecuTorch's, Qualcomm's and TICO's Gemma 4 through every check, a third-party adapter, "
-        "the plugin from the built wheel",
+        "the ports lane: ExecuTorch's, Qualcomm's and TICO's Gemma 4 through every check, judged from a recorded "
+        "reference too, a third-party adapter, the porting guide's path, new-port's test file, the plugin from the "
+        "built wheel",
     ),
     "--gemma4-family": (
         "family",
@@ -82,6 +83,12 @@ OPT_IN_LANES = {
         "browser",
         "the report pages rendered in Debian's headless Chromium (apt-get install chromium) at a phone's and a "
         "monitor's width",
+    ),
+    "--gemma4-nightly": (
+        "nightly",
+        "what only the nightly job runs (not the README's test command): the a8w8 programs (the text model as one "
+        "quantized program, every stage quantized), the fault self-test inside a lowered program, the plugin from "
+        "a wheel built and installed in a fresh venv",
     ),
     "--gemma4-kernels": (
         "kernels",

@@ -48,9 +48,8 @@ def main() -> None:
                 live.append(_run(verify))
                 replayed.append(_run([*verify, "--reference", str(folder)]))
             live_s, replayed_s = statistics.median(live), statistics.median(replayed)
-            print(
-                f"{model:<14}{recorded:>10.1f}{size:>12.1f}{live_s:>10.1f}{replayed_s:>12.1f}{replayed_s / live_s:>15.2f}"
-            )
+            ratio = replayed_s / live_s
+            print(f"{model:<14}{recorded:>10.1f}{size:>12.1f}{live_s:>10.1f}{replayed_s:>12.1f}{ratio:>15.2f}")
 
 
 if __name__ == "__main__":

@@ -154,6 +154,7 @@ def test_every_layer_output_of_the_program_matches_hf(runtimes, text_prompt_near
     assert_rows_pass(rows)
 
 
+@pytest.mark.nightly  # a program lowered per fault: about 3.5 minutes
 def test_the_fault_self_test_reaches_inside_the_program(tiny_model, report):
     """The fault self-test on the one-program form: a porting bug in the decoder layer's code
     (``layer-scalar-missing``) is lowered into a fresh program (none lowered before is reused) and

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.executorch  # workers share lowered programs through th
 STAGE_CHECKS, PROGRAM_CHECKS = ("inputs", "layers"), ("layers", "decode")
 
 
+@pytest.mark.nightly  # about 2.5 minutes of lowering with an empty cache
 def test_a8w8_stage_programs_pass_their_gates(tiny_model, report):
     """Every stage of the image prompt's prefill as XNNPACK programs, the ones with projections
     quantized; each quantized program delegates to XNNPACK, its portable fallbacks reported per stage."""
@@ -51,6 +52,7 @@ def test_a8w8_stage_programs_pass_their_gates(tiny_model, report):
     )
 
 
+@pytest.mark.nightly  # about 8 minutes of lowering with an empty cache
 def test_a8w8_one_program_passes_its_gates(tiny_model, report):
     """The text model as one quantized program (prefill and decode methods calibrated on the recorded
     method inputs, decode taking prefill's observer states), the vision stage as a quantized stage

@@ -395,6 +395,7 @@ def _fresh_venv_with_the_wheel(tmp_path: Path) -> Path:
     return venv / "bin" / "python"
 
 
+@pytest.mark.nightly  # a wheel built, a venv made and installed: about 2 minutes
 def test_plugin_from_the_installed_wheel_outside_the_checkout(tmp_path):
     python = _fresh_venv_with_the_wheel(tmp_path)
     elsewhere = tmp_path / "elsewhere"

@@ -80,6 +80,7 @@ def test_a_porting_bug_fails_the_a16w8_gates(tiny_model, fault, report):
     report(f"a16w8 {fault}: {first.stage} / {first.check} {first.metric} {first.value:.3g} (gate {first.tolerance:g})")
 
 
+@pytest.mark.numerics  # the sensitivity sweep with its chart, ~6 s: the numerics lane
 def test_sensitivity_table_json_and_chart(tmp_path, capsys):
     """``--sensitivity`` prints the ranked table, adds it to the JSON and writes a readable PNG beside it."""
     report_path = tmp_path / "report.json"

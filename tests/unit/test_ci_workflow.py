@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+NIGHTLY = "--gemma4-nightly"  # the lane only CI's nightly job runs
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
 
@@ -36,9 +37,11 @@ def test_workflow_installs_and_tests_as_the_readme_says():
     install = test_command.split(" && .venv/bin/pytest")[0]
     workflow = WORKFLOW.read_text()
     assert f"run: {install}" in workflow
-    lanes = " ".join(OPT_IN_LANES)
+    lanes = " ".join(option for option in OPT_IN_LANES if option != NIGHTLY)
     assert f".venv/bin/pytest -n auto --hypothesis-profile=ci {lanes}" in workflow  # every slow lane in CI
     assert test_command.endswith(lanes)
+    nightly = f".venv/bin/pytest -n auto -m nightly {' '.join(OPT_IN_LANES)}"
+    assert nightly in workflow.split("\n  fuzz:", 1)[1]  # the nightly lane in the nightly job, every marker on
     assert ".venv/bin/gemma4-static verify --json verify-report.json" in workflow
     assert "--hypothesis-profile=fuzz" in workflow and "path: .hypothesis" in workflow
     from gemma4_static.ports.registry import BUILT_IN
@@ -54,11 +57,13 @@ def test_ci_script_runs_the_readme_test_command():
 
 
 def test_the_test_command_turns_on_every_slow_lane():
-    """A lane the default run skips must still run somewhere: in the README's test command (and CI)."""
+    """A lane the default run skips must still run somewhere: in the README's test command (and CI),
+    the nightly lane in CI's nightly job (the README says so)."""
     from conftest import OPT_IN_LANES
 
     test_command = _readme_commands()[1]
-    assert [option for option in OPT_IN_LANES if option not in test_command.split()] == []
+    assert [option for option in OPT_IN_LANES if option not in test_command.split()] == [NIGHTLY]
+    assert NIGHTLY in (ROOT / "README.md").read_text()
 
 
 def test_ci_runs_the_suite_under_every_kernel_set():

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "porting-guide.md"
 BIN = Path(sys.executable).parent
@@ -66,6 +68,7 @@ def _five_minute_path() -> tuple[list[str], str]:
     return commands, adapter
 
 
+@pytest.mark.ports  # a third-party adapter's path, ~18 s: the ports lane
 def test_the_porting_guides_five_minute_path_runs_as_written(tmp_path):
     """From an empty folder: the skeleton's verdict is "nothing compared" (exit 5); with the guide's
     prefill and decode filled in, it passes (exit 0) with the coverage the guide shows."""

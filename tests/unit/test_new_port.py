@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from gemma4_static.commands import cli
 
 FILLED = """
@@ -41,6 +43,7 @@ def test_the_skeleton_compares_nothing_until_a_stage_is_filled_in(tmp_path, monk
     assert "verdict: nothing failed, but prefill logits and decode steps not compared (exit 5)" in out
 
 
+@pytest.mark.ports  # the skeleton's test file through the plugin, ~9 s: the ports lane
 def test_the_written_test_file_runs_every_check_group(tmp_path):
     assert cli.main(["new-port", "file-npu", "--folder", str(tmp_path)]) == 0
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "test_file_npu.py"]

@@ -19,8 +19,8 @@ from ..oracle.checks.verdict import ExitCode
 from ..oracle.flow import verify  # looked up per call: a test's substitute must not outlive it
 from ..oracle.flow.sample_plan import SEEDS
 from ..oracle.numerics.kernel_sets import active_kernels
-from ..oracle.references.recording import Recording
 from ..oracle.references import checkpoints, models  # looked up per call: tests substitute their builders
+from ..oracle.references.recording import Recording
 
 
 def colour_on(stream: TextIO) -> bool:

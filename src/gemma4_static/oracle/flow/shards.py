@@ -1,14 +1,15 @@
 """One run split over machines: shard ``i`` of ``N`` (``verify --shard i/N``) runs every ``N``-th
-check group and every ``N``-th prompt length of the schedules grid, the grid planned whole first (its
-budget spent as the whole run spends it), so the shards' rows together are the whole run's;
-``gemma4-static merge`` (:mod:`..pages.merge`) joins their reports into one verdict. The overflow
-group reports the largest activations of the groups run before it: every shard runs it over its
-own, and merge keeps each site's largest. A port's own checks (INFO rows) say what the suite found
+check group and a share of the schedules grid's prompt lengths (balanced by their port calls), the
+grid planned whole first (its budget spent as the whole run spends it), so the shards' rows
+together are the whole run's; ``gemma4-static merge`` (:mod:`..pages.merge`) joins their reports
+into one verdict. The overflow group reports the largest activations of the groups run before it:
+every shard runs it over its own, and merge keeps each site's largest. A port's own checks (INFO rows) say what the suite found
 in the shard that ran them. A mixture-of-experts model's routing is judged over a whole run."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 SPLIT_GROUP = "schedules"  # the group every shard runs a part of
 EVERY_SHARD = (SPLIT_GROUP, "overflow")  # run by every shard (overflow: over that shard's groups)
@@ -40,9 +41,18 @@ class Shard:
         mine = set(others[self.index - 1 :: self.count])
         return [name for name in names if name in EVERY_SHARD or name in mine]
 
-    def takes(self, order: int) -> bool:
-        """Whether the split group's ``order``-th item (0-based; a prompt length) is this shard's."""
-        return order % self.count == self.index - 1
+    def share(self, costs: dict[Any, float]) -> set[Any]:
+        """This shard's items of the split group (``costs``: item -> its cost, e.g. a prompt length ->
+        its cases' port calls): the costliest first, each to the shard with the least so far (the
+        lowest index at a tie), so the shards end together; every item goes to exactly one shard."""
+        loads = [0.0] * self.count
+        mine = set()
+        for item in sorted(costs, key=lambda item: (-costs[item], item)):
+            shard = min(range(self.count), key=lambda index: (loads[index], index))
+            loads[shard] += costs[item]
+            if shard == self.index - 1:
+                mine.add(item)
+        return mine
 
     def as_dict(self) -> dict[str, int]:
         return {"index": self.index, "count": self.count}

@@ -166,11 +166,13 @@ def schedules_rows(session: Session) -> Iterator[Row]:
 
 
 def sharded(shard: Shard, *parts: list[Case]) -> list[list[Case]]:
-    """Each of ``parts`` (cases run, refused, over budget) cut to ``shard``'s prompt lengths: every
-    ``N``-th of all the grid's lengths in order."""
-    lengths = sorted({case.length for part in parts for case in part})
-    order = {length: index for index, length in enumerate(lengths)}
-    return [[case for case in part if shard.takes(order[case.length])] for part in parts]
+    """Each of ``parts`` (cases run, refused, over budget) cut to ``shard``'s prompt lengths: the
+    grid's lengths shared by the port calls of the cases run at each (:meth:`.shards.Shard.share`)."""
+    costs = {case.length: 0 for part in parts for case in part}
+    for case in parts[0]:
+        costs[case.length] += case.cost
+    mine = shard.share(costs)
+    return [[case for case in part if case.length in mine] for part in parts]
 
 
 def cell(case: Case, outcome: Judgement | Scored | str) -> dict:
