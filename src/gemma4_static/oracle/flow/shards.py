@@ -3,8 +3,9 @@ check group and a share of the schedules grid's prompt lengths (balanced by thei
 grid planned whole first (its budget spent as the whole run spends it), so the shards' rows
 together are the whole run's; ``gemma4-static merge`` (:mod:`..pages.merge`) joins their reports
 into one verdict. The overflow group reports the largest activations of the groups run before it:
-every shard runs it over its own, and merge keeps each site's largest. A port's own checks (INFO rows) say what the suite found
-in the shard that ran them. A mixture-of-experts model's routing is judged over a whole run."""
+every shard runs it over its own, and merge keeps each site's largest. A port's own checks (INFO
+rows) say what the suite found in the shard that ran them. A mixture-of-experts model's routing is
+judged over a whole run."""
 
 from __future__ import annotations
 
