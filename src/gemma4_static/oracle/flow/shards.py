@@ -1,5 +1,5 @@
 """One run split over machines: shard ``i`` of ``N`` (``verify --shard i/N``) runs every ``N``-th
-check group and a share of the schedules grid's prompt lengths (balanced by their port calls), the
+check group and a share of the schedules grid's prompt lengths (balanced by the tokens run), the
 grid planned whole first (its budget spent as the whole run spends it), so the shards' rows
 together are the whole run's; ``gemma4-static merge`` (:mod:`..pages.merge`) joins their reports
 into one verdict. The overflow group reports the largest activations of the groups run before it:
@@ -44,7 +44,7 @@ class Shard:
 
     def share(self, costs: dict[Any, float]) -> set[Any]:
         """This shard's items of the split group (``costs``: item -> its cost, e.g. a prompt length ->
-        its cases' port calls): the costliest first, each to the shard with the least so far (the
+        the tokens its cases run): the costliest first, each to the shard with the least so far (the
         lowest index at a tie), so the shards end together; every item goes to exactly one shard."""
         loads = [0.0] * self.count
         mine = set()

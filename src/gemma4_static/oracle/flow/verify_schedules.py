@@ -167,10 +167,11 @@ def schedules_rows(session: Session) -> Iterator[Row]:
 
 def sharded(shard: Shard, *parts: list[Case]) -> list[list[Case]]:
     """Each of ``parts`` (cases run, refused, over budget) cut to ``shard``'s prompt lengths: the
-    grid's lengths shared by the port calls of the cases run at each (:meth:`.shards.Shard.share`)."""
+    grid's lengths shared by the tokens the port runs at each (every case's prompt and decode steps:
+    what a call's time follows, :meth:`.shards.Shard.share`)."""
     costs = {case.length: 0 for part in parts for case in part}
     for case in parts[0]:
-        costs[case.length] += case.cost
+        costs[case.length] += case.length + case.steps
     mine = shard.share(costs)
     return [[case for case in part if case.length in mine] for part in parts]
 
