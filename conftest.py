@@ -81,8 +81,8 @@ OPT_IN_LANES = {
     ),
     "--gemma4-browser": (
         "browser",
-        "the report pages rendered in Debian's headless Chromium (apt-get install chromium) at a phone's and a "
-        "monitor's width",
+        "the pages people read: the report pages rendered in Debian's headless Chromium (apt-get install chromium) "
+        "at a phone's and a monitor's width, the documentation site built strictly",
     ),
     "--gemma4-nightly": (
         "nightly",

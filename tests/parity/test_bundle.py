@@ -20,8 +20,6 @@ import torch
 
 pytest.importorskip("executorch", reason="the executorch extra is not installed (pip install '.[executorch]')")
 
-from executorch.runtime import Runtime
-
 from gemma4_static.cpu.schedule import expand_schedule
 from gemma4_static.executorch.bundle import export_bundle
 from gemma4_static.executorch.step_inputs import prefill_logits, prefill_method_tokens, step_inputs
@@ -65,6 +63,8 @@ def test_program_matches_hf_step_by_step(bundle, tiny_model, report):
     last-token logits, and every decode step's logits against HF's own ``DynamicCache`` step (each
     row alone), fed the same random tokens."""
     folder, method_tokens, runtime = bundle
+    from executorch.runtime import Runtime  # here: its import costs seconds of every worker's collection
+
     program = Runtime.get().load_program((folder / "model.pte").read_bytes())
     prefill, decode = program.load_method("prefill"), program.load_method("decode")
     prompt = text_prompt(tiny_model.config, [19, 6], seed=4)

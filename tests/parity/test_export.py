@@ -55,6 +55,7 @@ def test_exported_stages_equal_eager(e2b_model, report):
     assert_rows_pass(rows)
 
 
+@pytest.mark.executorch  # every stage exported to files, ~5 s: the lane of exported programs
 def test_export_stages_writes_programs_and_manifest(tiny_setup, tiny_model, tmp_path):
     """Every stage of the multimodal model (the vision stage at each slot's profile, one fusion per
     slot) saved and listed in the manifest with the layout's image slots; a saved program loads

@@ -34,6 +34,7 @@ def _gated(model, scheme: str, report, label: str) -> list:
     return rows
 
 
+@pytest.mark.numerics  # ~3 s: the numerics lane holds the integer profiles
 def test_a16w8_passes_its_gates_on_the_default_model(tiny_model, report):
     assert_rows_pass(_gated(tiny_model, "a16w8", report, "tiny"))
 

@@ -33,6 +33,7 @@ def test_every_page_of_the_docs_folder_is_in_the_navigation():
     assert {page for page in pages if f": {page}" not in nav} == set()
 
 
+@pytest.mark.browser  # ~6 s: the lane of the pages people read (CI also builds the site in a step)
 def test_the_site_builds_in_strict_mode(tmp_path):
     """``mkdocs build --strict`` as CI runs it; the generated reference holds what the code says."""
     mkdocs = shutil.which("mkdocs", path=str(BIN))

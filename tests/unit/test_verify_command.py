@@ -104,6 +104,7 @@ def test_rope_off_by_one_position_fails_its_rows(monkeypatch, capsys, tmp_path):
 TOKEN_METRICS = ("margin shift (ulps)", "top-1 disagreements", "top-5 tokens missed", "tied at this precision")
 
 
+@pytest.mark.numerics  # ~3.5 s each: the numerics lane, beside its E2B profiles
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_low_precision_profiles_report_metrics_against_float64(dtype, tmp_path):
     """The tiny model passes every gate of the profile (exit 0; the numerics lane runs them with
