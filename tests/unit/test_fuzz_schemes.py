@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import pytest
 import torch
 
 from gemma4_static.commands import cli
@@ -66,6 +67,7 @@ def test_greedy_divergence_excuses_only_a_token_within_the_bound():
     assert "leads it by inf" in greedy_divergence([1, 7], logits, 100.0)  # outside the vocabulary
 
 
+@pytest.mark.numerics  # the fuzzer in an integer profile, ~2 s: the numerics lane
 def test_the_runtime_in_a_static_scheme_is_fuzzed_against_float64(tiny_model, tmp_path):
     """``a16w8`` on this runtime: every port built calibrated, judged under the scheme's gate (its
     positions compared, none below it), HF's side in float64."""
@@ -98,6 +100,7 @@ class DecodesItsLastToken(StaticSchemePort):
         return torch.cat(taken, dim=1)
 
 
+@pytest.mark.numerics  # a port's contract fuzzed in a8w8, ~3 s: the numerics lane
 def test_the_greedy_rule_reads_one_step_per_token_whatever_the_cache_keeps(tiny_model, tmp_path):
     """A port that leaves every generated token in its cache, in a scheme (a margin per step): each
     token is judged against HF's choice at its own step (HF's history then holds one token more than
