@@ -12,7 +12,7 @@ from unittest import mock
 
 import pytest
 
-from gemma4_static.commands import cli
+from gemma4_static.commands import cli, pytest_items
 from gemma4_static.oracle.flow import verify
 from gemma4_static.oracle.references import hf
 from gemma4_static.oracle.references.reference_folder import open_reference
@@ -110,3 +110,4 @@ def test_the_plugin_judges_the_check_groups_from_the_recording(recorded, pyteste
     refused = pytester.runpytest_inprocess(*arguments, "--gemma4-reference", str(recorded / "nowhere"))
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*reference must be a folder written by gemma4-static record*"])
+    assert pytest_items.OPTIONS.get("--gemma4-reference") is None  # the inner sessions leave this one as it was

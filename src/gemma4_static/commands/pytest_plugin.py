@@ -36,6 +36,7 @@ __all__ = [
     "pytest_runtest_logreport",
     "pytest_sessionfinish",
     "pytest_terminal_summary",
+    "pytest_unconfigure",
 ]
 
 
@@ -146,9 +147,13 @@ def _workers(config: pytest.Config) -> int:
 _compared: dict[str, set[str]] = {}  # per model, the stages compared (on the controller under xdist)
 
 
+_outer: list[dict[str, Any]] = []  # the options of the sessions this one runs inside (pytester, in-process)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     _compared.clear()
     plugin_report.clear()
+    _outer.append(dict(OPTIONS))
     for option in (
         "--gemma4-schedules-budget",
         "--gemma4-fuzz",
@@ -162,7 +167,16 @@ def pytest_configure(config: pytest.Config) -> None:
         try:
             recorded_reference()
         except ValueError as error:
+            pytest_unconfigure(config)  # a session refused at its start leaves the options as it found them
             raise pytest.UsageError(str(error)) from None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A session run inside another (pytester, in-process) leaves the outer one its options."""
+    if _outer:
+        outer = _outer.pop()
+        OPTIONS.clear()
+        OPTIONS.update(outer)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
