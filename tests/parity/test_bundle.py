@@ -31,12 +31,13 @@ from gemma4_static.oracle.references.samples import text_prompt
 from gemma4_static.runtime import StaticGemma4Runtime
 from tests.parity.edge_layout import BATCH, edge_image_case
 
-pytestmark = pytest.mark.executorch  # workers share lowered programs through the disk cache
+# one worker builds the bundle once (session scope: xdist interleaves modules, a module fixture is rebuilt)
+pytestmark = [pytest.mark.executorch, pytest.mark.xdist_group("bundle")]
 CHUNK, NEW = 8, 14
 RUNNER = Path(__file__).with_name("bundle_runner.py")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def bundle(tiny_model, tmp_path_factory):
     """The tiny model's bundle at the lane's layout (batch 2, its ``max_seq``; window 6 < max_seq, so
     sliding layers keep a ring; the program the lane's text runtimes lowered, read from the cache),

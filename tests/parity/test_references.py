@@ -48,7 +48,7 @@ def hf_cannot_run(model):
             handle.remove()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: xdist interleaves modules, and a module fixture is built again
 def recorded(tmp_path_factory):
     folder = tmp_path_factory.mktemp("reference") / "tiny"
     ports = [argument for port in PORTS for argument in ("--port", port)]
@@ -56,7 +56,7 @@ def recorded(tmp_path_factory):
     return folder
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def live_rows(tiny_model):
     return {port: [row.as_dict() for row in verify.verify(tiny_model, port=port).rows] for port in PORTS}
 

@@ -33,7 +33,7 @@ WIDTHS = {"phone": 390, "monitor": 1280}
 RUNS = ("float32", "bfloat16", "fault")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: xdist interleaves modules, and a module fixture is built again
 def browser():
     if not Path(CHROMIUM).exists():
         pytest.fail(f"the browser lane needs Debian's Chromium at {CHROMIUM}: apt-get install chromium")
@@ -54,7 +54,7 @@ def _document(model, dtype: torch.dtype) -> dict:
     return report_document(result.verdict, run, {"figures": result.figures})
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def documents(tiny_model):
     """The JSON documents of three real runs: float32, bf16, and float32 with a sliding window one too wide."""
     (fault,) = faults_named(["sliding-window-off-by-one"])
@@ -64,7 +64,7 @@ def documents(tiny_model):
             "fault": failing}  # fmt: skip
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def folder(tmp_path_factory) -> Path:
     chosen = os.environ.get("GEMMA4_SCREENSHOTS")
     path = Path(chosen) if chosen else tmp_path_factory.mktemp("pages")

@@ -31,12 +31,12 @@ PROFILE = "e2b_66x36_264"
 GRID_BUDGET = 10  # port calls of the schedules grid here: its shortest cases (the whole grid: verify)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: xdist interleaves modules, and a module fixture is built again
 def model():
     return build_default_model(MODEL)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def verification(model):
     """verify --port tico-gemma4 on the E2B-multimodal model (the grid at a lane's budget)."""
     return verify(model, port="tico-gemma4", schedules_budget=GRID_BUDGET)
