@@ -17,6 +17,7 @@ from gemma4_static.oracle.checks.report import Row
 from gemma4_static.oracle.checks.report_json import report_document, run_metadata
 from gemma4_static.oracle.flow.verify import verdict_over
 from gemma4_static.oracle.pages.merge import merge_reports
+from gemma4_static.oracle.pages.verify_page import verify_page
 
 LAYERS = 2
 
@@ -144,3 +145,10 @@ def test_merge_command_prints_the_verdict_and_writes_the_report(tmp_path, capsys
     assert json.loads(out.read_text())["counts"]["PASS"] == 8
     assert cli.main(["merge", str(paths[0])]) == 2
     assert "needs shards 1 to 2 once each" in capsys.readouterr().err
+
+
+def test_the_merged_page_says_it_joins_shards():
+    _, shards = _whole()
+    page = verify_page(merge_reports(shards))
+    assert '<p id="merged">merged from 2 shards: a.json, b.json</p>' in page
+    assert '<p id="shard">shard 1 of 2: one part of a run</p>' in verify_page(shards[0][1])

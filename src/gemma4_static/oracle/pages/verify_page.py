@@ -38,6 +38,21 @@ def verify_page(document: dict[str, Any]) -> str:
     return page(title, "\n".join(parts))
 
 
+def _judged_how(document: dict[str, Any]) -> list[str]:
+    """Where HF's answers came from (a recorded reference) and what part of a run the report holds."""
+    parts = []
+    if document.get("reference"):
+        described = escape(document["reference"]["describe"])
+        parts.append(f'<p id="reference">HF\'s answers from the recorded reference {described}</p>')
+    if document.get("merged"):
+        shards = document["merged"]["shards"]
+        parts.append(f'<p id="merged">merged from {len(shards)} shards: {escape(", ".join(shards))}</p>')
+    elif document.get("shard"):
+        shard = document["shard"]
+        parts.append(f'<p id="shard">shard {shard["index"]} of {shard["count"]}: one part of a run</p>')
+    return parts
+
+
 def _verdict(document: dict[str, Any], rows: list[dict[str, Any]], first: int | None) -> str:
     state = "passed" if document["passed"] else "failed"
     text = verdict_words(document["exit_code"], document["missing"])
@@ -45,6 +60,7 @@ def _verdict(document: dict[str, Any], rows: list[dict[str, Any]], first: int | 
     if document.get("incomplete"):
         parts.append(f'<p class="incomplete" id="incomplete">incomplete: {escape(document["incomplete"])}</p>')
     parts.append(f'<p id="coverage">coverage: {escape(document["coverage"])}</p>')
+    parts += _judged_how(document)
     if document.get("missing"):
         parts.append(f"<p>not compared (the minimum): {escape(', '.join(document['missing']))}</p>")
     counts = "".join(
