@@ -167,3 +167,14 @@ def test_shards_run_every_group_once_and_split_the_grid(count):
 def test_a_bad_shard_is_refused_by_name(text):
     with pytest.raises(ValueError, match=r"shard must be I/N"):
         Shard.parse(text)
+
+
+def test_record_and_verify_refuse_bad_arguments_by_name(tmp_path, capsys, reuse_session_models):
+    from gemma4_static.commands import cli
+
+    assert cli.main(["record", "--out", str(tmp_path / "ref"), "--port", "no-such-port"]) == 2
+    assert "port must be a built-in name" in capsys.readouterr().err  # the port, the value, what is expected
+    assert cli.main(["verify", "--self-test", "--reference", str(tmp_path)]) == 2
+    assert "--self-test injects faults into live runs" in capsys.readouterr().err
+    assert cli.main(["verify", "--shard", "5/4"]) == 2
+    assert "shard must be I/N with 1 <= I <= N, got 5/4" in capsys.readouterr().err
