@@ -15,8 +15,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-DEFAULT_PORTS = ("gemma4-static", "executorch-gemma4", "qnn-gemma4", "tico-gemma4")
-
 
 def add_parser(commands: Any, bounded: Any, configs: tuple[str, ...]) -> None:
     record = commands.add_parser("record", help="record HF's answers once, for verify --reference to judge from")
@@ -28,7 +26,7 @@ def add_parser(commands: Any, bounded: Any, configs: tuple[str, ...]) -> None:
         "--port",
         action="append",
         metavar="NAME",
-        help=f"record for this port's limits (repeatable; default: {', '.join(DEFAULT_PORTS)}, those installed)",
+        help="record for this port's limits (repeatable; default: every built-in port installed)",
     )
     record.add_argument(
         "--live", action="store_true", help="run the ports themselves, not this runtime in their limits"
@@ -47,7 +45,7 @@ def run_record(args: argparse.Namespace) -> int:
     from ..oracle.flow.sample_plan import SEEDS
     from ..oracle.references import checkpoints, models
     from ..oracle.references.reference_folder import new_reference, save_reference
-    from ..ports.registry import DEFAULT_PORT, STAND_IN, port_factory
+    from ..ports.registry import BUILT_IN, DEFAULT_PORT, STAND_IN, port_factory
 
     started = time.perf_counter()
     if args.checkpoint is not None:
@@ -57,7 +55,7 @@ def run_record(args: argparse.Namespace) -> int:
     reference = new_reference(args.out, model, name)
     seen: list[tuple[Any, str]] = []
     answered = 0.0  # seconds HF spent answering so far
-    for port in args.port or DEFAULT_PORTS:
+    for port in args.port or BUILT_IN:
         try:
             limits = getattr(port_factory(port), "limits", None)
         except ValueError as error:
