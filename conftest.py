@@ -128,6 +128,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: next((i for i, m in enumerate(first) if item.get_closest_marker(m)), len(first)))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A grouped test whose group was lost fails before its fixtures are built (tests/worker_groups.py)."""
+    from tests.worker_groups import lost_group
+
+    reason = lost_group(item, getattr(item.config.option, "loadgroup", False))
+    if reason:
+        pytest.fail(reason, pytrace=False)
+
+
 def _build(name: str):
     from gemma4_static.oracle.references import models  # here: the xdist controller never imports HF
 
