@@ -29,10 +29,11 @@ from gemma4_static.oracle.numerics.parity_numerics import greedy_rows
 from gemma4_static.oracle.references.hf import hf_decode_logits, hf_greedy, hf_prefill
 from gemma4_static.oracle.references.samples import text_prompt
 from gemma4_static.runtime import StaticGemma4Runtime
-from tests.parity.edge_layout import BATCH, edge_image_case
+from tests.parity.edge_layout import BATCH, EDGE_GROUP, edge_image_case
 
-# one worker builds the bundle once (session scope: xdist interleaves modules, a module fixture is rebuilt)
-pytestmark = [pytest.mark.executorch, pytest.mark.xdist_group("bundle")]
+# the worker that lowers test_executorch.py's programs builds the bundle (one lowering of the text
+# program, then read from the cache); session scope: xdist interleaves modules, a module fixture is rebuilt
+pytestmark = [pytest.mark.executorch, pytest.mark.xdist_group(EDGE_GROUP)]
 CHUNK, NEW = 8, 14
 RUNNER = Path(__file__).with_name("bundle_runner.py")
 

@@ -28,10 +28,12 @@ from gemma4_static.oracle.references.samples import text_prompt
 from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 from gemma4_static.stack import LayerStack
-from tests.parity.edge_layout import BATCH, edge_image_case
+from tests.parity.edge_layout import BATCH, EDGE_GROUP, edge_image_case
 
 FP32 = torch.float32
-pytestmark = pytest.mark.executorch  # workers share lowered programs through the disk cache
+# one worker lowers the lane's programs (two workers would each build the module's runtimes, one
+# lowering while the other waits on the program's lock); test_bundle.py reads the text program there
+pytestmark = [pytest.mark.executorch, pytest.mark.xdist_group(EDGE_GROUP)]
 
 
 @pytest.fixture(scope="module")
