@@ -135,6 +135,8 @@ class LayerStack:
         the K/V placed into a copy), over ``max_seq`` buffers only as far as :meth:`key_span`
         (the keys left out are masked, so they weigh exactly 0 in the softmax)."""
         rope = self.rope.lookup(positions, self.spec.dtype)
+        producing = any(self.cache.sources[index] == index for index in layers)
+        plan = self.cache.write_plan(positions, keep) if producing else None  # once for every layer
         produced: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         length = positions.shape[1]
         in_place = mode == "cache" and self.in_place and bool(keep.all())
@@ -145,7 +147,7 @@ class LayerStack:
             if in_place:  # this step's K/V into the cache, then attend over the cache itself
                 query, key, value = layer.attention_inputs(hidden, cos, sin)
                 if source == index:
-                    self.cache.write(index, key, value, positions, keep)
+                    self.cache.write_planned(index, key, value, plan)
                 keys, values = self.cache.buffers(index)
                 mask = masks[layer_type]
                 if not self.cache.is_ring(layer_type):  # slots past every row's position are empty
@@ -163,7 +165,7 @@ class LayerStack:
                 kv, slots = self.cache.buffers(index), self.cache.slots(layer_type, positions)
             hidden, key, value = layer(hidden, per_layer_inputs[:, :, index], cos, sin, masks[layer_type], kv, slots)
             if source == index:
-                self.cache.write(index, key, value, positions, keep)
+                self.cache.write_planned(index, key, value, plan)
                 produced[index] = (key, value)
             if states is not None:
                 states.append(hidden)

@@ -130,6 +130,7 @@ def test_a_shifted_mask_from_the_glue_fails_the_executorch_rows(text_setup, tiny
     assert any(row.failed for row in rows)
 
 
+@pytest.mark.nightly  # the traced twin is a program of its own: about 70 s of lowering with an empty cache
 def test_every_layer_output_of_the_program_matches_hf(runtimes, text_prompt_near_window, tiny_model, report):
     """Where a divergence starts stays visible in the one-program form: its traced twin (the same
     module, every layer's output returned) gives each layer's hidden states, compared with HF's. The

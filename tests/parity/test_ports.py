@@ -189,7 +189,15 @@ def test_executorch_gemma4_in_bfloat16_fails_its_gates_through_its_rope_frequenc
     )
 
 
-@pytest.mark.parametrize("scheme", PORT_SCHEMES)
+# 8da8w and 8da4w+emb8 cover both linear schemes and the embedding's on every run; the other two
+# combinations of them (about 13 s each) are the nightly lane's
+ON_EVERY_RUN = ("8da8w", "8da4w+emb8")
+
+
+@pytest.mark.parametrize(
+    "scheme",
+    [pytest.param(scheme, marks=() if scheme in ON_EVERY_RUN else pytest.mark.nightly) for scheme in PORT_SCHEMES],
+)
 def test_executorch_gemma4_in_its_own_recipes_runs_end_to_end_on_the_default_model(scheme, capsys):
     """``verify --port executorch-gemma4 --quant SCHEME``: the port quantized by its export's own
     recipe, gated rows against float64 with HF in the same scheme (torchao on HF's modules) beside

@@ -46,8 +46,9 @@ def test_tiny_schemes_pass_their_gates(tiny_model, scheme, report):
 
 
 @pytest.mark.numerics
+@pytest.mark.nightly  # ~38 s each; CI's nightly job and the numerics lane of its kernel-set matrix run them
 # a16w8's sites are a16w8+e8+h8's without the tables and the LM head: the E2B geometry runs the
-# latter (and each other base); tiny runs all six schemes
+# latter (and each other base); tiny runs all six schemes on every run
 @pytest.mark.parametrize("scheme", ("a8w8", "a16w4", "a16w8+e8+h8"))
 def test_e2b_geometry_schemes_pass_their_gates(e2b_model, scheme, report):
     assert_rows_pass(_gated(e2b_model, scheme, report, "e2b-geometry"))

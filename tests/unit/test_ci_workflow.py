@@ -76,6 +76,8 @@ def test_ci_runs_the_suite_under_every_kernel_set():
     assert matrix is not None and [name.strip() for name in matrix.group(1).split(",")] == list(KERNEL_SETS)
     assert "gemma4-static kernels --env ${{ matrix.kernel-set }}" in workflow
     assert "--kernel-set ${{ matrix.kernel-set }}" in workflow
+    # the numerics lane whole under each set: its nightly tests (the E2B geometry's integer schemes) too
+    assert ".venv/bin/pytest -n auto --hypothesis-profile=ci --gemma4-numerics --gemma4-nightly\n" in workflow
 
 
 def test_ci_covers_every_python_version_and_both_ends_of_the_transformers_range():

@@ -102,19 +102,34 @@ class StaticKVCache:
         last = torch.where(keep, positions, -1).max(dim=1, keepdim=True).values
         return keep & (positions > last - self.capacity[layer_type])
 
-    def write(
-        self, layer: int, key: torch.Tensor, value: torch.Tensor, positions: torch.Tensor, keep: torch.Tensor
-    ) -> None:
-        """Write ``key``/``value`` ``(B, kv_heads, S, D)`` of absolute ``positions (B, S)`` where ``keep
-        (B, S)`` holds (:meth:`kept`). Raises ``ValueError`` ("cache is full") for a position at or
-        past ``max_seq``."""
+    def write_plan(self, positions: torch.Tensor, keep: torch.Tensor) -> dict[str, tuple[torch.Tensor, ...]]:
+        """Where a write of absolute ``positions (B, S)`` goes where ``keep (B, S)`` holds
+        (:meth:`kept`), per layer type: ``(rows, columns, slots)`` of the kept entries, computed once
+        for every layer of a call. Raises ``ValueError`` ("cache is full") for a position at or past
+        ``max_seq``."""
         if keep.any() and int(positions[keep].max()) >= self.max_seq:
             raise ValueError(
                 f"cache is full: writing position {int(positions[keep].max())} "
                 f"but the static cache has max_seq={self.max_seq} slots"
             )
-        layer_type = self.layer_types[layer]
-        rows, columns = self.kept(layer_type, positions, keep).nonzero(as_tuple=True)
-        targets = self.slots(layer_type, positions)[rows, columns]
+        plan = {}
+        for layer_type in dict.fromkeys(self.layer_types):
+            rows, columns = self.kept(layer_type, positions, keep).nonzero(as_tuple=True)
+            plan[layer_type] = (rows, columns, self.slots(layer_type, positions)[rows, columns])
+        return plan
+
+    def write(
+        self, layer: int, key: torch.Tensor, value: torch.Tensor, positions: torch.Tensor, keep: torch.Tensor
+    ) -> None:
+        """Write ``key``/``value`` ``(B, kv_heads, S, D)`` of absolute ``positions (B, S)`` where ``keep
+        (B, S)`` holds (:meth:`write_plan`, whose ``ValueError`` it raises)."""
+        self.write_planned(layer, key, value, self.write_plan(positions, keep))
+
+    def write_planned(
+        self, layer: int, key: torch.Tensor, value: torch.Tensor, plan: dict[str, tuple[torch.Tensor, ...]]
+    ) -> None:
+        """Write ``key``/``value`` ``(B, kv_heads, S, D)`` where ``plan`` (:meth:`write_plan` of the
+        call's positions) puts them."""
+        rows, columns, targets = plan[self.layer_types[layer]]
         self.keys[layer][rows, :, targets] = key[rows, :, columns]
         self.values[layer][rows, :, targets] = value[rows, :, columns]
