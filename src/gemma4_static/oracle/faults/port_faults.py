@@ -134,14 +134,14 @@ class FirstChunkOfOne(WrappedRuntimePort):
     bug = "a first chunk of one token (a BOS warm-up call) is never written to the cache"
 
     def install(self, runtime: StaticGemma4Runtime) -> None:
-        original = runtime.cache.write
+        original = runtime.cache.write_plan
 
-        def write(layer, key, value, positions, keep):
+        def write_plan(positions, keep):
             if self.prefilling and positions.shape[1] == 1 and int(positions[0, 0]) == 0:
-                return None
-            return original(layer, key, value, positions, keep)
+                keep = torch.zeros_like(keep)  # a plan that writes nothing, for every layer of the call
+            return original(positions, keep)
 
-        runtime.cache.write = write
+        runtime.cache.write_plan = write_plan
 
 
 FAULTY_PORTS = (ChunkMaskOffset, RingSlotsLongChunk, DecodeAfterPartialChunk, RingWrapCounter, FirstChunkOfOne)
