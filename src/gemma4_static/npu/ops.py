@@ -7,7 +7,14 @@ import torch.nn.functional as F
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
-    """Gemma 4 RMSNorm: in fp32, ``x * (mean(x**2) + eps) ** -0.5 * weight``, cast back to ``x``'s dtype."""
+    """Gemma 4 RMSNorm: in fp32, ``x * (mean(x**2) + eps) ** -0.5 * weight``, cast back to ``x``'s dtype.
+
+    Eager: ``torch.rms_norm``, one fused kernel (a decode step runs eight norms a layer; its result
+    equals the explicit ops' in fp32 on these widths). Exported (a stage program): the explicit ops,
+    which XNNPACK takes."""
+    if not torch.compiler.is_exporting():
+        scale = None if weight is None else weight.float()
+        return torch.rms_norm(x.float(), (x.shape[-1],), scale, eps).type_as(x)
     x32 = x.float()
     normed = x32 * torch.pow(x32.pow(2).mean(-1, keepdim=True) + eps, -0.5)
     if weight is not None:
