@@ -93,7 +93,8 @@ OPT_IN_LANES = {
     ),
     "--gemma4-kernels": (
         "kernels",
-        "the numerics lane and verify --dtype bfloat16/float16 under every CPU kernel set this machine runs",
+        "the numerics lane and verify (in the dtype whose kernels the set changes) under every CPU kernel set this "
+        "machine runs",
     ),
 }
 
