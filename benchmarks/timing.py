@@ -17,15 +17,23 @@ def machine() -> str:
 
 
 def interleaved_medians(ours: Callable[[], object], hf: Callable[[], object], repeats: int) -> tuple[float, float]:
-    """Median seconds of each, alternating calls so both see the same machine load.
+    """Median seconds of each, alternating calls so both see the same machine load (see
+    :func:`medians_side_by_side`)."""
+    ours_s, hf_s = medians_side_by_side((ours, hf), repeats)
+    return ours_s, hf_s
+
+
+def medians_side_by_side(calls: tuple[Callable[[], object], ...], repeats: int) -> list[float]:
+    """Median seconds of each call, taking turns ``repeats`` times so all see the same machine load.
 
     The first call of each is a warm-up (ours builds its cached tables then) and is not timed.
     """
-    ours(), hf()
-    ours_times, hf_times = [], []
+    for call in calls:
+        call()
+    times: list[list[float]] = [[] for _ in calls]
     for _ in range(repeats):
-        for fn, times in ((ours, ours_times), (hf, hf_times)):
+        for call, samples in zip(calls, times, strict=True):
             start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-    return statistics.median(ours_times), statistics.median(hf_times)
+            call()
+            samples.append(time.perf_counter() - start)
+    return [statistics.median(samples) for samples in times]

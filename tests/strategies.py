@@ -130,3 +130,26 @@ def token_types(draw, shape: tuple[int, int]) -> torch.Tensor:
             row += [draw(st.sampled_from([0, 0, 1, 2]))] * draw(st.integers(1, 8))
         rows.append(row[:length])
     return torch.tensor(rows, dtype=torch.long)
+
+
+@st.composite
+def padding_changes(draw, previous: torch.Tensor) -> torch.Tensor:
+    """A valid-token mask of ``previous``'s ``(B, S)`` shape, each row drawn as a prompt a runtime
+    meets next: right or left padding of any length, holes anywhere, or the previous row with a few
+    slots flipped (each row keeps at least one valid slot)."""
+    length = previous.shape[1]
+    rows = []
+    for row in previous:
+        kind = draw(st.sampled_from(["right", "left", "holes", "flips"]))
+        if kind in ("right", "left"):
+            valid = torch.arange(length) < draw(st.integers(1, length))
+            row = valid if kind == "right" else valid.flip(0)
+        elif kind == "holes":
+            row = torch.tensor(draw(st.lists(st.booleans(), min_size=length, max_size=length)))
+        else:
+            row = row.clone()
+            for slot in draw(st.lists(st.integers(0, length - 1), max_size=3)):
+                row[slot] = not row[slot]
+        row[draw(st.integers(0, length - 1))] |= not row.any()
+        rows.append(row)
+    return torch.stack(rows)

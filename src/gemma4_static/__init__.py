@@ -23,6 +23,7 @@ from .cpu.masks import (
     build_prefill_masks,
     to_additive,
 )
+from .cpu.prefill_masks import PrefillMaskBuffers
 from .cpu.rope import RopeTables, build_rope, inverse_frequencies
 from .runtime import StaticGemma4Runtime
 from .spec import FULL_ATTENTION, SLIDING_ATTENTION, TextConfigView, read_text_config
@@ -30,6 +31,7 @@ from .spec import FULL_ATTENTION, SLIDING_ATTENTION, TextConfigView, read_text_c
 __all__ = [
     "FULL_ATTENTION",
     "SLIDING_ATTENTION",
+    "PrefillMaskBuffers",
     "RopeTables",
     "StaticGemma4Runtime",
     "StaticLayout",

@@ -15,6 +15,7 @@ from .cpu.cache import StaticKVCache
 from .cpu.inputs import StaticInputs
 from .cpu.layout import StaticLayout
 from .cpu.masks import mask_table, to_additive
+from .cpu.prefill_masks import PrefillMaskBuffers
 from .cpu.rope import RopeTables
 from .npu.decoder import DecoderLayer
 from .spec import ModelSpec
@@ -29,6 +30,9 @@ class LayerStack:
     def __init__(self, spec: ModelSpec, layers: tuple[DecoderLayer, ...], layout: StaticLayout, fill: float) -> None:
         self.spec, self.layers, self.layout = spec, layers, layout
         self.mask_table = mask_table(spec.text, layout.max_seq)
+        self.prefill_masks = PrefillMaskBuffers(
+            spec.text, layout.max_seq, batch_size=layout.batch_size, dtype=spec.dtype, mask_value=fill
+        )
         self.rope = RopeTables(spec.text, layout.max_seq)
         self.cache = StaticKVCache(
             spec.text,
@@ -45,7 +49,10 @@ class LayerStack:
         self.in_place = all(isinstance(layer, DecoderLayer) for layer in layers)
 
     def own_masks(self, valid: torch.Tensor, blocks: torch.Tensor | None) -> dict[str, torch.Tensor]:
-        """Single-shot prefill masks ``{layer_type: (B, 1, S, S)}`` over the ``valid (B, S)`` tokens."""
+        """Single-shot prefill masks ``{layer_type: (B, 1, S, S)}`` over the ``valid (B, S)`` tokens
+        (without a vision overlay: this stack's kept buffers, rewritten by the next prefill)."""
+        if blocks is None:
+            return self.prefill_masks.write(valid)
         return self.mask_table.additive_masks(valid, None, blocks, dtype=self.spec.dtype, fill=self.fill)
 
     def cache_masks(

@@ -6,10 +6,10 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gemma4_static import build_decode_bool_masks, build_prefill_bool_masks
+from gemma4_static import PrefillMaskBuffers, build_decode_bool_masks, build_prefill_bool_masks
 from gemma4_static.oracle.references.hf import ATTN_IMPLEMENTATIONS, hf_decode_visible_positions, hf_prefill_bool_masks
 from gemma4_static.oracle.references.models import tiny_config
-from tests.strategies import small_text_config, text_configs, token_types, valid_masks
+from tests.strategies import padding_changes, small_text_config, text_configs, token_types, valid_masks
 
 implementations = st.sampled_from(ATTN_IMPLEMENTATIONS)
 
@@ -21,6 +21,21 @@ def test_prefill_masks_equal_hf(config, valid, attn_implementation):
     assert ours.keys() == theirs.keys()
     for name in ours:
         assert torch.equal(ours[name], theirs[name]), name
+
+
+@given(text_configs(bidirectional=st.sampled_from([None, "vision", "all"])), valid_masks(), implementations, st.data())
+def test_kept_prefill_masks_equal_hf_call_after_call(config, first, attn_implementation, data):
+    """The runtime's kept buffers, rewritten only where the padding changed, hold HF's masks after
+    every call of a sequence of prompts (any layouts, so both the partial rewrite and the full pass run)."""
+    buffers = PrefillMaskBuffers(config, first.shape[1], batch_size=first.shape[0])
+    valid = first
+    for _ in range(data.draw(st.integers(2, 5))):
+        theirs = hf_prefill_bool_masks(config, valid, attn_implementation=attn_implementation)
+        ours = buffers(valid)
+        assert ours.keys() == theirs.keys()
+        for name in ours:
+            assert torch.equal(ours[name] == 0, theirs[name]), name
+        valid = data.draw(padding_changes(valid))
 
 
 @given(text_configs(bidirectional=st.just("vision")), valid_masks(max_length=32), implementations, st.data())

@@ -112,7 +112,7 @@ class MaskTable:
             }
         key_padding = to_additive(valid, dtype=dtype, mask_value=fill)[:, None, None, :]
         masks = {}
-        for name, table in _additive_rules(self, dtype, fill).items():
+        for name, table in additive_rules(self, dtype, fill).items():
             rows = table if positions is None else table[positions][:, None]
             masks[name] = torch.minimum(rows, key_padding)
         return masks
@@ -125,7 +125,8 @@ def mask_table(view: TextConfigView, size: int) -> MaskTable:
 
 
 @lru_cache(maxsize=16)
-def _additive_rules(table: MaskTable, dtype: torch.dtype, fill: float) -> dict[str, torch.Tensor]:
+def additive_rules(table: MaskTable, dtype: torch.dtype, fill: float) -> dict[str, torch.Tensor]:
+    """``{layer_type: (size, size)}`` additive rule tables of ``table`` (built once per dtype and fill)."""
     return {name: to_additive(rule, dtype=dtype, mask_value=fill) for name, rule in table.rules.items()}
 
 

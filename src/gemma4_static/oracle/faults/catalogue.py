@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from ... import runtime as runtime_module
-from ...cpu import cache, inputs, masks, rope, rules
+from ...cpu import cache, inputs, masks, prefill_masks, rope, rules
 from ...npu import decoder, embedding, lm_head
 from ...spec import TextConfigView
 from ...stack import LayerStack
@@ -42,6 +42,7 @@ CATALOGUE: tuple[Fault, ...] = (
         (
             (masks.MaskTable, "bool_masks", patches.ignoring_padding),
             (masks.MaskTable, "additive_masks", patches.ignoring_padding),
+            (prefill_masks.PrefillMaskBuffers, "write", patches.ignoring_padding),
         ),
     ),
     Fault(

@@ -16,7 +16,7 @@ from unittest import mock
 
 import torch
 
-from ...cpu import masks, rope
+from ...cpu import masks, prefill_masks, rope
 from ...cpu import vision as cpu_vision
 
 # (object, attribute, make): while a fault is active, ``object.attribute`` is ``make(original)``
@@ -64,7 +64,14 @@ class Fault:
 
 def clear_cached_tables() -> None:
     """Forget the mask, RoPE and vision tables cached per spec (they may hold a fault's values)."""
-    for cached in (masks.mask_table, masks._additive_rules, rope._cached_table, cpu_vision._axis_tables):
+    cached_tables = (
+        masks.mask_table,
+        masks.additive_rules,
+        prefill_masks.seeing_rows,
+        rope._cached_table,
+        cpu_vision._axis_tables,
+    )
+    for cached in cached_tables:
         cached.cache_clear()
 
 
