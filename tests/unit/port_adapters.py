@@ -5,6 +5,7 @@ grid's own test)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from gemma4_static import StaticGemma4Runtime
@@ -82,3 +83,17 @@ class ScheduleRecorder(WrappedRuntimePort):
         length = int(prompt.attention_mask.sum(dim=1).max())
         SCHEDULES_SEEN.append((length, self.inner.setup.chunks(length) or self.inner.prefill_schedule(length)))
         return super().prefill(prompt, keep_intermediates=keep_intermediates)
+
+
+class ShortContextPort(WrappedRuntimePort):
+    """This runtime behind a port that holds at most 64 positions."""
+
+    name = "short context"
+    limits = dataclasses.replace(WrappedRuntimePort.limits, max_seq=64)
+
+
+class NeedsImageNoProfilePort(WrappedRuntimePort):
+    """Needs an image in every prompt, in no declared profile: the text-only groups cannot run it."""
+
+    name = "needs an image, no profile"
+    limits = dataclasses.replace(WrappedRuntimePort.limits, images=True, needs_image=True)

@@ -15,11 +15,12 @@ import pytest
 from gemma4_static.commands import cli
 from gemma4_static.commands import fuzz as fuzz_command
 from gemma4_static.oracle.checks.verdict import ExitCode
-from gemma4_static.oracle.faults.port_faults import FAULTY_PORTS, MODULE, WrappedRuntimePort
+from gemma4_static.oracle.faults.port_faults import FAULTY_PORTS, LONG_POSITION_FAULTS, MODULE, WrappedRuntimePort
 from gemma4_static.oracle.flow.verify import CHECKS, verify
 from gemma4_static.oracle.fuzz import FuzzResult, FuzzTarget, fuzz
 
-FIXED = tuple(name for name in CHECKS if name != "schedules")
+LONG_CONTEXT = ("schedules", "long-positions")  # the groups that run a port past its sample prompt's shapes
+FIXED = tuple(name for name in CHECKS if name not in LONG_CONTEXT)
 EXAMPLES = 200  # each fault is found within 120 examples from seed 0 (benchmarks/fault_power.py)
 
 
@@ -37,6 +38,22 @@ def test_a_port_shaped_fault_escapes_the_fixed_groups_and_not_the_grid_nor_the_f
     assert (result.failure is not None) == faulty, result.failure
     found = "not found" if result.first_failure is None else "{} examples, {:.1f} s".format(*result.first_failure)
     report(f"{port.__name__}: fixed groups pass, grid {len(grid)} failing lengths, fuzzer {found}")
+
+
+@pytest.mark.self_test
+@pytest.mark.parametrize("port", [WrappedRuntimePort, *LONG_POSITION_FAULTS], ids=lambda port: port.__name__)
+def test_a_long_position_fault_escapes_every_group_but_long_positions(port, tiny_model, report):
+    """RoPE wrong only past 2048 positions inside the port, its ``rope`` hook exact: the RoPE rows,
+    the sample prompt, the grid all pass; the long context's logits diverge where positions round."""
+    name, faulty = f"{MODULE}:{port.__name__}", port is not WrappedRuntimePort
+    others = tuple(group for group in CHECKS if group != "long-positions")
+    assert verify(tiny_model, port=name, checks=others, export=False).verdict.exit_code == ExitCode.PASSED
+    (row,) = verify(tiny_model, port=name, checks=("long-positions",), export=False).rows
+    assert row.compared and row.failed == faulty, row
+    if faulty:
+        position = int(row.check.split(" position ")[1].split(" ")[0])
+        assert position > 2048, row.check  # float16 holds every integer up to 2048
+    report(f"{port.__name__}: long positions {row.value:.3g} (tolerance {row.tolerance:.3g}) {row.check}")
 
 
 @pytest.mark.self_test

@@ -53,8 +53,9 @@ def test_a_fault_is_judged_up_to_the_first_group_that_fails(tiny_model):
 
 
 def test_self_test_fails_when_the_catching_check_is_removed(capsys):
-    """A uniform RoPE shift cancels in q.k (logits do not move); only the RoPE rows and the cached K
-    (stored rotated; after the prefill and after the chunked prefill) see it: without those three
+    """A uniform RoPE shift cancels in q.k (logits do not move); only the RoPE rows, the cached K
+    (stored rotated; after the prefill and after the chunked prefill) and the long context (where
+    the shifted table's last row stands in for the last two positions) see it: without those four
     check groups it is missed."""
     args = [
         "verify",
@@ -68,7 +69,8 @@ def test_self_test_fails_when_the_catching_check_is_removed(capsys):
     ]
     assert cli.main(args) == 0
     assert "CAUGHT  rope-positions-from-one" in capsys.readouterr().out
-    assert cli.main([*args, "--without", "rope", "--without", "layers", "--without", "chunked-prefill"]) == 1
+    missing = ["rope", "layers", "chunked-prefill", "long-positions"]
+    assert cli.main([*args, *(option for group in missing for option in ("--without", group))]) == 1
     captured = capsys.readouterr()
     assert "MISSED  rope-positions-from-one" in captured.out
     assert "no check catches ['rope-positions-from-one']" in captured.err

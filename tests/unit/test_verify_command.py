@@ -56,6 +56,7 @@ def test_verify_passes_on_the_default_model_and_writes_json(tmp_path, capsys):
         "generation",
         "conversation",
         "schedules",
+        "long positions",
         "overflow",
         "export round-trip",
         "own-checks",  # one SKIP row: this runtime has no verification flow of its own beside the suite
@@ -101,6 +102,12 @@ def test_rope_off_by_one_position_fails_its_rows(monkeypatch, capsys, tmp_path):
     assert len(marked) == 1 and marked[0].startswith("FAIL  RoPE")  # the first failing row, and only it
 
 
+WITHOUT_LONG_CONTEXT = (
+    "--without",
+    "schedules",
+    "--without",
+    "long-positions",
+)  # text-only, long: not these tests' subject
 TOKEN_METRICS = ("margin shift (ulps)", "top-1 disagreements", "top-5 tokens missed", "tied at this precision")
 
 
@@ -121,9 +128,7 @@ def test_low_precision_profiles_report_metrics_against_float64(dtype, tmp_path):
 
 
 def test_mask_value_option_reaches_the_runtime(tmp_path, capsys):
-    assert (
-        cli.main(["verify", "--no-export", "--without", "decode", "--without", "schedules", "--mask-value", "-1"]) == 1
-    )
+    assert cli.main(["verify", "--no-export", *WITHOUT_LONG_CONTEXT, "--without", "decode", "--mask-value", "-1"]) == 1
     assert "FAIL  mask value" in capsys.readouterr().out
     assert cli.main(["verify", "--no-export", "--mask-value", "2"]) == 2
     assert "mask_value must be negative" in capsys.readouterr().err
@@ -230,7 +235,7 @@ def test_vision_rope_off_by_one_position_fails_the_vision_rope_rows(monkeypatch,
     original = cpu_vision.vision_rope
     monkeypatch.setattr(cpu_vision, "vision_rope", lambda spec, positions, dtype: original(spec, positions + 1, dtype))
     report_path = tmp_path / "report.json"
-    assert cli.main(["verify", "--no-export", "--without", "schedules", "--json", str(report_path)]) == 1
+    assert cli.main(["verify", "--no-export", *WITHOUT_LONG_CONTEXT, "--json", str(report_path)]) == 1
     failed = {row["check"] for row in read_report(report_path)["rows"] if row["status"] == "FAIL"}
     assert failed == {"2-D RoPE cos vs Gemma4VisionRotaryEmbedding", "2-D RoPE sin vs Gemma4VisionRotaryEmbedding"}
 

@@ -35,12 +35,12 @@ def seeing_rows(table: MaskTable) -> dict[str, list[tuple[int, int]]]:
     ``[top, bottom)`` that hold every query the rule lets see a column of the block (``top >=
     bottom``: none)."""
     spans = {}
-    rows = torch.arange(table.size)[:, None]
     for name, rule in table.rules.items():
-        first = torch.where(rule, rows, table.size).amin(dim=0)
-        last = torch.where(rule, rows, -1).amax(dim=0)
-        tops = first.split(COLUMN_BLOCK)
-        bottoms = last.split(COLUMN_BLOCK)
+        seen = rule.any(dim=0)
+        as_bytes = rule.to(torch.uint8)
+        first = torch.where(seen, as_bytes.argmax(dim=0), table.size)
+        last = torch.where(seen, table.size - 1 - as_bytes.flip(0).argmax(dim=0), -1)
+        tops, bottoms = first.split(COLUMN_BLOCK), last.split(COLUMN_BLOCK)
         spans[name] = [(int(top.min()), int(bottom.max()) + 1) for top, bottom in zip(tops, bottoms, strict=True)]
     return spans
 

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from ...cpu.masks import build_chunk_bool_masks
+from ...spec import read_text_config
 from ..references.hf import hf_decode_visible_positions, hf_prefill_bool_masks
 from . import tolerances
 from .diagrams import mask_diagram
@@ -100,11 +101,12 @@ def chunk_mask_rows(
     )
     ours_rows: dict[str, list[torch.Tensor]] = {}
     their_rows: dict[str, list[torch.Tensor]] = {}
+    view = read_text_config(config)  # read once: a chunk of 1 calls the builder per position
     for start in range(0, length, chunk):
         end = min(start + chunk, length)
         written = valid & (torch.arange(length) < end)
         positions = torch.arange(start, end).expand(batch, -1)
-        ours = build_chunk_bool_masks(config, written, positions, mm_token_type_ids=mm_token_type_ids)
+        ours = build_chunk_bool_masks(view, written, positions, mm_token_type_ids=mm_token_type_ids)
         for name, mask in ours.items():
             ours_rows.setdefault(name, []).append(mask)
             their_rows.setdefault(name, []).append(theirs[name][:, :, start:end] & written[:, None, None, :])

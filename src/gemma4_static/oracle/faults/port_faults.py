@@ -3,7 +3,9 @@ team's port would (RoPE, prefill masks, the token embedding, prefill with its ch
 decode, generation) and none of this runtime's internals. Each breaks only where a chunk boundary,
 a ring wrap and the window meet, beyond the fixed shapes of ``verify``'s other groups (its sample
 prompt, its chunks of ``W + 1``, its decode after a single-shot prefill); the ``schedules`` grid and
-the fuzzer must catch every one (``gemma4-static verify --port <module>:<Class>``)."""
+the fuzzer must catch every one (``gemma4-static verify --port <module>:<Class>``). The faults of
+:data:`LONG_POSITION_FAULTS` break only past 2048 positions: the ``long-positions`` group alone
+must catch them."""
 
 from __future__ import annotations
 
@@ -144,4 +146,18 @@ class FirstChunkOfOne(WrappedRuntimePort):
         runtime.cache.write_plan = write_plan
 
 
+class RopePositionsInHalf(WrappedRuntimePort):
+    name = "fault: rope-positions-in-half"
+    bug = (
+        "its program casts the positions to float16 before the RoPE lookup (exact up to 2048, rounded past it); "
+        "its rope hook builds exact tables"
+    )
+
+    def install(self, runtime: StaticGemma4Runtime) -> None:
+        tables = runtime.stack.rope  # this runtime's own (the hook builds its tables apart)
+        original, last = tables.lookup, tables.max_seq - 1
+        tables.lookup = lambda positions, dtype: original(positions.half().long().clamp(max=last), dtype)
+
+
 FAULTY_PORTS = (ChunkMaskOffset, RingSlotsLongChunk, DecodeAfterPartialChunk, RingWrapCounter, FirstChunkOfOne)
+LONG_POSITION_FAULTS = (RopePositionsInHalf,)  # pass every group but long-positions

@@ -10,7 +10,7 @@ from ..references.samples import Prompt, image_prompt, profile_prompt, text_prom
 
 # the seeds of what the suite draws: the sample prompt's ids and images, the decode steps' tokens, the
 # chunked prefill's prompt (named in the JSON report)
-SEEDS = {"sample prompt": 0, "decode tokens": 1, "chunked prompt": 3, "schedules": 5}
+SEEDS = {"sample prompt": 0, "decode tokens": 1, "chunked prompt": 3, "schedules": 5, "long positions": 7}
 ONE_ROW = PortLimits(max_batch=1, padding_side=None)  # what every port takes: one unpadded row of text
 SECOND_IMAGE = ((2, (40, 72), 70),)  # an image of another size mid-prompt: two image slots per row
 

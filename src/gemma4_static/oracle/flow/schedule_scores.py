@@ -76,19 +76,23 @@ def scored_in_profile(session: Session, base: Prompt) -> Score:
     return score
 
 
-def hf_references(session: Session, base: Prompt) -> Score:
+def hf_references(session: Session, base: Prompt, *, token_by_token: bool = True) -> Score:
     """Judges a case just run against HF's one-pass logits over its history (a prefix of ``base``'s
     one row) and, asked only past the tolerance, HF's token-by-token logits (:func:`..fuzz.episode.judge`;
     text only: with images none is asked). One forward over ``base`` serves every case, except where
     expert choices are recorded (a MoE model on this runtime in float32): there HF runs each case's
     history after the case, pinned at routing ties to that run's own choices (:mod:`..checks.routing`),
     since another chunking may settle a tie otherwise. Judged from a recording, the token-by-token
-    logits are there only where the recording run consulted them (else the case is judged without)."""
+    logits are there only where the recording run consulted them (else the case is judged without);
+    without ``token_by_token`` none is asked (a context so long that HF's decode of it would cost
+    more than the rest of the run)."""
     model, ids = session.model, base.input_ids[0]
 
     def of(history: torch.Tensor) -> tuple[torch.Tensor, Callable[[int], torch.Tensor | None]]:
         if base.pixel_values is not None:
             return base_logits(model, base), lambda row: None
+        if not token_by_token:
+            return hf_history_logits(model, history), lambda row: None
         second = functools.cache(lambda row: answered_or_none(hf_token_by_token_logits, model, history))
         return hf_history_logits(model, history), second
 
@@ -101,7 +105,7 @@ def hf_references(session: Session, base: Prompt) -> Score:
     return score
 
 
-def length_row(length: int, results: list[tuple[Case, Judgement | str]]) -> Row:
+def length_row(length: int, results: list[tuple[Case, Judgement | str]], stage: str = "schedules") -> Row:
     """One prompt length's schedules as one row: the worst error relative to its tolerance; a failure
     names the first failing schedule and position, and lists every failing case in the detail."""
     judged, raised, check, failing = _outcomes(length, results)
@@ -109,11 +113,11 @@ def length_row(length: int, results: list[tuple[Case, Judgement | str]]) -> Row:
     value, tolerance = (worst.error, worst.tolerance) if worst else (float("inf"), 0.0)
     disagreement = max((outcome.hf_disagreement for _, outcome in judged), default=0.0)
     hf = disagreement or None  # HF's one-pass forward vs its token-by-token decode, where it widened a bound
-    row = Row("schedules", check, "max abs diff", value if not raised else float("inf"), tolerance, hf=hf)
+    row = Row(stage, check, "max abs diff", value if not raised else float("inf"), tolerance, hf=hf)
     return dataclasses.replace(row, detail="\n".join(failing[1:6]), raised=raised[0][1] if raised else "")
 
 
-def sqnr_row(length: int, results: list[tuple[Case, Scored | str]]) -> Row:
+def sqnr_row(length: int, results: list[tuple[Case, Scored | str]], stage: str = "schedules") -> Row:
     """One prompt length's schedules in a low-precision profile: the worst case's SQNR against float64
     (HF's in the profile at its positions beside), gated; a failure names the first failing schedule
     and position."""
@@ -121,7 +125,7 @@ def sqnr_row(length: int, results: list[tuple[Case, Scored | str]]) -> Row:
     worst = min((outcome for _, outcome in judged), key=lambda scored: scored.sqnr_db, default=None)
     value = float("nan") if raised or worst is None else worst.sqnr_db
     gate, hf = (worst.gate_db, worst.hf_sqnr_db) if worst else (float("inf"), None)
-    row = Row("schedules", f"{check}, vs float64", "SQNR dB", value, gate, higher_is_better=True, hf=hf)
+    row = Row(stage, f"{check}, vs float64", "SQNR dB", value, gate, higher_is_better=True, hf=hf)
     return dataclasses.replace(row, detail="\n".join(failing[1:6]), raised=raised[0][1] if raised else "")
 
 
@@ -133,7 +137,8 @@ def _outcomes(length: int, results: list[tuple[Case, Any]]) -> tuple[list, list,
     failing = [f"{case.describe()}: raised {tb.strip().splitlines()[-1]}" for case, tb in raised]
     failing += [f"{case.describe()}: {outcome.first}" for case, outcome in judged if outcome.diverged]
     steps = results[0][0].steps
-    check = f"prompt {length}: {len(results)} schedules, chunk ends, last token, {steps} decode steps"
+    schedules = f"{len(results)} schedule{'s' if len(results) > 1 else ''}"
+    check = f"prompt {length}: {schedules}, chunk ends, last token, {steps} decode steps"
     if failing:
         check += f" [first: {failing[0]}]"
     return judged, raised, check, failing

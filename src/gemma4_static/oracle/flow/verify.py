@@ -16,9 +16,8 @@ from typing import Any
 import torch
 
 from ...executorch.backends import backend_named
-from ...ports.base import PortSetup
 from ...ports.registry import DEFAULT_PORT
-from ..checks import parity, tolerances
+from ..checks import parity
 from ..checks.figures import layer_points, position_points
 from ..checks.report import Row, explained, merge, skip_row
 from ..checks.verdict import Verdict
@@ -28,25 +27,11 @@ from . import verify_host, verify_inputs, verify_numerics, verify_own
 from .port_calls import PLAIN, guarded, plain_prefill_logits
 from .session import LAYER_GROUP, Session, open_session
 from .shards import Shard
+from .verify_long import long_position_rows
 from .verify_masks import chunk_mask_rows, prefill_mask_rows, vision_mask_rows
 from .verify_quantization import quantization_rows
 from .verify_schedules import schedules_rows
 from .verify_steps import chunked_prefill_rows, decode_rows
-
-
-def rope_rows(session: Session) -> Iterator[Row]:
-    """The port's RoPE per layer type and dtype vs ``Gemma4TextRotaryEmbedding``, positions ``[0, 4100)``
-    (up to the port's ``max_seq``), and its decode-step RoPE (:func:`.verify_host.decode_rope_rows`)."""
-    length = session.capped(tolerances.ROPE_POSITIONS)
-    positions = torch.arange(length)[None]
-    with session.built(PortSetup(length)) as port:  # a static port's tables are max_seq long
-        for dtype in tolerances.ROPE:
-            rows = lambda dtype=dtype: parity.rope_rows(session.config, port.rope, positions, dtype)  # noqa: E731
-            yield from guarded("RoPE", str(dtype).removeprefix("torch."), rows)
-        capacity = port.limits.capacity(length)
-        yield from guarded(
-            "RoPE decode", "per layer type", lambda: verify_host.decode_rope_rows(session, port, capacity)
-        )
 
 
 def layer_rows(session: Session) -> Iterator[Row]:
@@ -123,12 +108,13 @@ CHECKS: dict[str, tuple[Callable[[Session], Iterator[Row]], bool]] = {
     "decode-masks": (verify_host.decode_mask_rows, False),
     "chunk-masks": (chunk_mask_rows, True),
     "vision-masks": (vision_mask_rows, False),
-    "rope": (rope_rows, False),
+    "rope": (verify_host.rope_rows, False),
     "mask-value": (verify_host.mask_value_rows, False),
     "layers": (layer_rows, False),
     "chunked-prefill": (chunked_prefill_rows, False),
     "decode": (decode_rows, False),
     "schedules": (schedules_rows, False),
+    "long-positions": (long_position_rows, False),
     "routing": (routing_rows, False),
     "overflow": (overflow_rows, True),
     "export": (verify_host.export_rows, False),

@@ -1,7 +1,8 @@
 """The host-side check groups of :mod:`.verify`, for any port that exposes the stage
-(:class:`~gemma4_static.ports.host_stages.HostStages`): its static inputs, decode masks and decode
-RoPE, its additive mask value, its K/V caches after a prefill and after decode steps, and its
-exported graphs. A stage a port does not expose is one SKIP row with the reason."""
+(:class:`~gemma4_static.ports.host_stages.HostStages`): its static inputs, decode masks, its RoPE
+(the ``rope`` hook's tables and the decode step's), its additive mask value, its K/V caches after a
+prefill and after decode steps, and its exported graphs. A stage a port does not expose is one SKIP
+row with the reason."""
 
 from __future__ import annotations
 
@@ -77,6 +78,19 @@ def decode_mask_rows(session: Session) -> Iterator[Row]:
                 )
             ]
             yield from merge_by(rows, lambda row: f"{row.check} (positions {positions})")
+
+
+def rope_rows(session: Session) -> Iterator[Row]:
+    """The port's RoPE per layer type and dtype vs ``Gemma4TextRotaryEmbedding``, positions ``[0, 4100)``
+    (up to the port's ``max_seq``), and its decode-step RoPE (:func:`.verify_host.decode_rope_rows`)."""
+    length = session.capped(tolerances.ROPE_POSITIONS)
+    positions = torch.arange(length)[None]
+    with session.built(PortSetup(length)) as port:  # a static port's tables are max_seq long
+        for dtype in tolerances.ROPE:
+            rows = lambda dtype=dtype: parity.rope_rows(session.config, port.rope, positions, dtype)  # noqa: E731
+            yield from guarded("RoPE", str(dtype).removeprefix("torch."), rows)
+        capacity = port.limits.capacity(length)
+        yield from guarded("RoPE decode", "per layer type", lambda: decode_rope_rows(session, port, capacity))
 
 
 def decode_rope_rows(session: Session, port: Gemma4Port, capacity: int) -> Iterator[Row]:

@@ -140,10 +140,7 @@ def schedules_rows(session: Session) -> Iterator[Row]:
     longest = 4 * window + 3
     lengths = image_prompt_lengths(window, longest + prefix, prefix) if prefix else prompt_lengths(window, longest)
     max_seq = session.capped(max(length + decode_steps(length, window) for length in lengths) + 1)
-    if prefix:
-        base = profile_prompt(session.config, profile, max_seq - prefix, seed=SEEDS["schedules"])
-    else:
-        base = text_prompt(session.config, [max_seq], seed=SEEDS["schedules"])
+    base = one_row_prompt(session, max_seq, prefix, SEEDS["schedules"])
     score = scored_in_profile(session, base) if session.low_precision else hf_references(session, base)
     results: dict[int, list[tuple[Case, Judgement | Scored | str]]] = {}
     with session.built(PortSetup(max_seq, image_slots=base.image_slots)) as policy_port:
@@ -155,7 +152,7 @@ def schedules_rows(session: Session) -> Iterator[Row]:
             setup = PortSetup(max_seq, image_slots=base.image_slots, prefill_schedule=schedule)
             with contextlib.nullcontext(policy_port) if schedule is None else session.built(setup) as port:
                 for case in (case for case in cases if case.schedule == schedule):
-                    results.setdefault(case.length, []).append((case, _judged(port, base, case, score)))
+                    results.setdefault(case.length, []).append((case, judged_case(port, base, case, score)))
     run = [cell(case, outcome) for length in sorted(results) for case, outcome in results[length]]
     not_run = [cell(case, "refused") for case in refused] + [cell(case, "over budget") for case in dropped]
     session.figures["grid"] = run + not_run
@@ -163,6 +160,14 @@ def schedules_rows(session: Session) -> Iterator[Row]:
         yield sqnr_row(length, results[length]) if session.low_precision else length_row(length, results[length])
     check = f"cases run: {len(cases)} ({len(refused)} refused by the port's limits, {len(dropped)} over the budget)"
     yield Row("schedules", check, "cases", len(cases), float("inf"))
+
+
+def one_row_prompt(session: Session, max_seq: int, prefix: int, seed: int) -> Prompt:
+    """One row of ``max_seq`` tokens whose prefixes the cases run: text, or with ``prefix`` the image
+    of the port's profile first (a port that needs an image in every prompt)."""
+    if prefix:
+        return profile_prompt(session.config, session.port.limits.image_profile, max_seq - prefix, seed=seed)
+    return text_prompt(session.config, [max_seq], seed=seed)
 
 
 def sharded(shard: Shard, *parts: list[Case]) -> list[list[Case]]:
@@ -192,7 +197,7 @@ def cell(case: Case, outcome: Judgement | Scored | str) -> dict:
     return grid_cell(*where, "raised", first=outcome.strip().splitlines()[-1])
 
 
-def _judged(port: Gemma4Port, base: Prompt, case: Case, score: Score) -> Judgement | Scored | str:
+def judged_case(port: Gemma4Port, base: Prompt, case: Case, score: Score) -> Judgement | Scored | str:
     """The case's judgement (or score), or the port's traceback when it raised (``NotExposed`` and an
     error of the checks themselves propagate)."""
     try:

@@ -14,6 +14,7 @@ than HF can agree with itself; that disagreement is reported beside the error.""
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -22,6 +23,9 @@ import torch
 from ..checks import tolerances
 from ..numerics.metrics import measure
 from ..references.recording import recorded
+
+KEPT_HISTORIES = 4  # HF's answers kept per model object
+_HISTORIES: weakref.WeakKeyDictionary[torch.nn.Module, dict[tuple, torch.Tensor]] = weakref.WeakKeyDictionary()
 
 
 @dataclass
@@ -55,8 +59,17 @@ class Judgement:
 @recorded
 @torch.no_grad()
 def hf_history_logits(model, ids: torch.Tensor) -> torch.Tensor:
-    """HF's logits ``(N, vocab)`` at every position of one row's token history ``ids (N,)``."""
-    return model(input_ids=ids[None], attention_mask=torch.ones_like(ids)[None]).logits[0]
+    """HF's logits ``(N, vocab)`` at every position of one row's token history ``ids (N,)`` (read-only:
+    the last few histories' answers are kept per model object, whose weights the suite never changes
+    in place, as :func:`..references.recording.fingerprint` assumes; a long context asked by every run
+    in a process is computed once)."""
+    kept = _HISTORIES.setdefault(model, {})
+    key = (model.config._attn_implementation, ids.numpy().tobytes())
+    if key not in kept:
+        while len(kept) >= KEPT_HISTORIES:
+            kept.pop(next(iter(kept)))
+        kept[key] = model(input_ids=ids[None], attention_mask=torch.ones_like(ids)[None]).logits[0]
+    return kept[key]
 
 
 @recorded
