@@ -89,7 +89,8 @@ OPT_IN_LANES = {
         "what only the nightly job runs (not the README's test command): the a8w8 programs (the text model as one "
         "quantized program, every stage quantized), the one program's traced twin, the fault self-test inside a "
         "lowered program, the plugin from a wheel built and installed in a fresh venv, the E2B geometry's integer "
-        "schemes (also in CI's kernel-set matrix), two of executorch-gemma4's four recipes on the default model",
+        "schemes (also in CI's kernel-set matrix), two of executorch-gemma4's four recipes on the default model, "
+        "the ports' long context on the E2B geometry",
     ),
     "--gemma4-kernels": (
         "kernels",
