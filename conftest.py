@@ -90,7 +90,7 @@ OPT_IN_LANES = {
         "quantized program, every stage quantized), the one program's traced twin, the fault self-test inside a "
         "lowered program, the plugin from a wheel built and installed in a fresh venv, the E2B geometry's integer "
         "schemes (also in CI's kernel-set matrix), two of executorch-gemma4's four recipes on the default model, "
-        "the ports' long context on the E2B geometry",
+        "the long context on the 31B and 26B-A4B geometries and for the ports on the E2B geometry",
     ),
     "--gemma4-kernels": (
         "kernels",

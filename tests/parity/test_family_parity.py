@@ -218,11 +218,21 @@ def test_a_tie_by_construction_is_decided_and_a_tie_by_rounding_pinned(tester_mo
         proj.data.copy_(saved)
 
 
+# the long context at 4100 tokens on the 31B and 26B-A4B geometries: about 6 and 2 minutes of a
+# worker, the nightly lane's; the tiny model's and the E2B geometry's run on every run
+NIGHTLY_GROUPS = ("long-positions",)
+
+
 @pytest.mark.family
 @pytest.mark.parametrize(
     ("model", "group"),
     [
-        pytest.param(model, group, marks=pytest.mark.xdist_group(f"family-{model}"))
+        pytest.param(
+            model,
+            group,
+            marks=[pytest.mark.xdist_group(f"family-{model}")]
+            + ([pytest.mark.nightly] if group in NIGHTLY_GROUPS else []),
+        )
         for model in GEOMETRY_NAMES
         for group in CHECKS
     ],

@@ -62,14 +62,21 @@ def hf_history_logits(model, ids: torch.Tensor) -> torch.Tensor:
     """HF's logits ``(N, vocab)`` at every position of one row's token history ``ids (N,)`` (read-only:
     the last few histories' answers are kept per model object, whose weights the suite never changes
     in place, as :func:`..references.recording.fingerprint` assumes; a long context asked by every run
-    in a process is computed once)."""
+    in a process is computed once). A model with forward hooks (expert choices pinned at routing ties,
+    :mod:`..checks.routing`) always runs: its hooks decide the answer."""
+    if any(module._forward_hooks or module._forward_pre_hooks for module in model.modules()):
+        return _history_forward(model, ids)
     kept = _HISTORIES.setdefault(model, {})
     key = (model.config._attn_implementation, ids.numpy().tobytes())
     if key not in kept:
         while len(kept) >= KEPT_HISTORIES:
             kept.pop(next(iter(kept)))
-        kept[key] = model(input_ids=ids[None], attention_mask=torch.ones_like(ids)[None]).logits[0]
+        kept[key] = _history_forward(model, ids)
     return kept[key]
+
+
+def _history_forward(model, ids: torch.Tensor) -> torch.Tensor:
+    return model(input_ids=ids[None], attention_mask=torch.ones_like(ids)[None]).logits[0]
 
 
 @recorded
