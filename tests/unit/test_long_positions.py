@@ -13,12 +13,14 @@ ADAPTERS = "tests.unit.port_adapters"
 
 def test_the_group_fills_the_context_the_port_holds_and_compares_it(tiny_model):
     """Within the port's ``max_seq`` (64 here, 4100 where it holds that many): the prompt fills all but
-    the decode steps' slots, and the row compares them."""
+    the two decode steps' slots (the decode path places the last positions itself), and the row
+    compares them."""
     assert tolerances.ROPE_POSITIONS == 4100
     rows = verify(tiny_model, port=f"{ADAPTERS}:ShortContextPort", checks=("long-positions",), export=False).rows
     assert [row.stage for row in rows] == [STAGE]
     (row,) = rows
-    assert row.check.startswith(f"prompt {64 - LONG_STEPS}: 1 schedule, chunk ends, last token, {LONG_STEPS} decode")
+    assert LONG_STEPS == 2
+    assert row.check.startswith("prompt 62: 1 schedule, chunk ends, last token, 2 decode steps")
     assert row.compared and 0 <= row.value <= row.tolerance < 1e-3, row
 
 
