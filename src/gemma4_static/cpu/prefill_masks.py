@@ -36,12 +36,10 @@ def seeing_rows(table: MaskTable) -> dict[str, list[tuple[int, int]]]:
     bottom``: none)."""
     spans = {}
     for name, rule in table.rules.items():
-        seen = rule.any(dim=0)
-        as_bytes = rule.to(torch.uint8)
-        first = torch.where(seen, as_bytes.argmax(dim=0), table.size)
-        last = torch.where(seen, table.size - 1 - as_bytes.flip(0).argmax(dim=0), -1)
-        tops, bottoms = first.split(COLUMN_BLOCK), last.split(COLUMN_BLOCK)
-        spans[name] = [(int(top.min()), int(bottom.max()) + 1) for top, bottom in zip(tops, bottoms, strict=True)]
+        spans[name] = []
+        for block in rule.split(COLUMN_BLOCK, dim=1):
+            rows = torch.nonzero(block.any(dim=1)).flatten()
+            spans[name].append((int(rows[0]), int(rows[-1]) + 1) if len(rows) else (0, 0))
     return spans
 
 
