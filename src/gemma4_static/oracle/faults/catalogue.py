@@ -46,6 +46,11 @@ CATALOGUE: tuple[Fault, ...] = (
         ),
     ),
     Fault(
+        "kept-masks-not-reopened",
+        "the kept prefill masks never reopen a key column an earlier, shorter prompt padded",
+        ((prefill_masks.PrefillMaskBuffers, "_rewrite", patches.never_restoring),),
+    ),
+    Fault(
         "image-tokens-causal",
         "soft tokens of one image do not attend to each other bidirectionally",
         ((masks.MaskTable, "vision_blocks", lambda original: lambda table, token_types: None),),

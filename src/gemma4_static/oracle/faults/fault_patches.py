@@ -56,6 +56,13 @@ def ignoring_padding(original: Callable) -> Callable:
     return lambda table, valid, *args, **kwargs: original(table, torch.ones_like(valid), *args, **kwargs)
 
 
+def never_restoring(original: Callable) -> Callable:
+    """The kept masks' rewrite forbidding newly padded columns but never copying back valid ones."""
+    return lambda buffers, buffer, rule, spans, runs, *, restore: (
+        None if restore else original(buffers, buffer, rule, spans, runs, restore=restore)
+    )
+
+
 def positions_from_one(original: Callable) -> Callable:
     """RoPE at ``p + 1`` (the last table row stands in past the end, so shapes stay valid)."""
     return lambda tables, positions, dtype: original(tables, (positions + 1).clamp(max=tables.max_seq - 1), dtype)
