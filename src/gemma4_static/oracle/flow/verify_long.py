@@ -21,7 +21,7 @@ from ..checks.report import Row, skip_row
 from .sample_plan import SEEDS
 from .schedule_scores import hf_references, length_row, scored_in_profile, sqnr_row
 from .session import Session
-from .verify_schedules import Case, judged_case, one_row_prompt
+from .verify_schedules import NO_PROFILE, Case, image_prefix, judged_case, one_row_prompt
 
 STAGE = "long positions"
 LONG_STEPS = 2  # decode steps after the long prompt: positions the decode path places itself
@@ -30,11 +30,10 @@ LONG_STEPS = 2  # decode steps after the long prompt: positions the decode path 
 def long_position_rows(session: Session) -> Iterator[Row]:
     """One row: the long prompt's case, its worst position against its tolerance (float32) or gate
     (a low-precision profile), the first diverging position named."""
-    limits = session.port.limits
-    if limits.needs_image and limits.image_profile is None:
-        yield skip_row(STAGE, "logits", f"{session.port.name} needs an image in every prompt and declares no profile")
+    prefix = image_prefix(session)
+    if prefix is None:
+        yield skip_row(STAGE, "logits", NO_PROFILE.format(port=session.port.name))
         return
-    prefix = limits.image_profile.prefix_length if limits.needs_image else 0
     max_seq = session.capped(tolerances.ROPE_POSITIONS)
     base = one_row_prompt(session, max_seq, prefix, SEEDS["long positions"])
     with session.built(PortSetup(max_seq, image_slots=base.image_slots)) as port:

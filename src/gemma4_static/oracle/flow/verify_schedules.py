@@ -131,12 +131,10 @@ def schedules_rows(session: Session) -> Iterator[Row]:
     """One row per prompt length (every schedule of it merged; a failure names the schedule and the
     first diverging position), and an INFO row counting the cases run, refused and over budget (in a
     shard, :mod:`.shards`: its prompt lengths only)."""
-    limits, window, profile = session.port.limits, session.window, session.port.limits.image_profile
-    if limits.needs_image and profile is None:
-        reason = f"{session.port.name} needs an image in every prompt and declares no image profile; the grid is text"
-        yield skip_row("schedules", "grid", reason)
+    window, prefix = session.window, image_prefix(session)
+    if prefix is None:
+        yield skip_row("schedules", "grid", NO_PROFILE.format(port=session.port.name))
         return
-    prefix = profile.prefix_length if limits.needs_image else 0  # each prompt: its image, then the grid's text
     longest = 4 * window + 3
     lengths = image_prompt_lengths(window, longest + prefix, prefix) if prefix else prompt_lengths(window, longest)
     max_seq = session.capped(max(length + decode_steps(length, window) for length in lengths) + 1)
@@ -160,6 +158,18 @@ def schedules_rows(session: Session) -> Iterator[Row]:
         yield sqnr_row(length, results[length]) if session.low_precision else length_row(length, results[length])
     check = f"cases run: {len(cases)} ({len(refused)} refused by the port's limits, {len(dropped)} over the budget)"
     yield Row("schedules", check, "cases", len(cases), float("inf"))
+
+
+NO_PROFILE = "{port} needs an image in every prompt and declares no image profile to put one before the text"
+
+
+def image_prefix(session: Session) -> int | None:
+    """Tokens of the port's profile image before each one-row prompt's text (0: text only), or
+    ``None`` when the port needs an image in every prompt and declares no profile to put it in."""
+    limits = session.port.limits
+    if not limits.needs_image:
+        return 0
+    return None if limits.image_profile is None else limits.image_profile.prefix_length
 
 
 def one_row_prompt(session: Session, max_seq: int, prefix: int, seed: int) -> Prompt:
