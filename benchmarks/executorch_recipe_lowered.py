@@ -21,8 +21,8 @@ import torch
 
 from gemma4_static.oracle.numerics.metrics import measure
 from gemma4_static.oracle.references.models import build_default_model
-from gemma4_static.ports.base import PortSetup
-from gemma4_static.ports.executorch_gemma4 import ExecuTorchGemma4Port
+from gemma4_static.ports import PortSetup
+from gemma4_static.ports.adapters.executorch.port import ExecuTorchGemma4Port
 
 
 @torch.no_grad()

@@ -15,8 +15,10 @@ from pathlib import Path
 import torch
 
 from gemma4_static.oracle.faults.port_faults import FAULTY_PORTS, MODULE
-from gemma4_static.oracle.flow.verify import CHECKS, verify
+from gemma4_static.oracle.flow.verify import verify
 from gemma4_static.oracle.fuzz import FuzzTarget, fuzz
+from gemma4_static.oracle.groups import names
+from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.references.models import build_default_model
 
 
@@ -27,19 +29,19 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     model = build_default_model(args.config)
-    fixed = tuple(name for name in CHECKS if name != "schedules")
+    fixed = tuple(name for name in names() if name != "schedules")
     print("| fault | what goes wrong | fixed groups of verify | schedules grid | fuzzer alone: examples, seconds |")
     print("| --- | --- | --- | --- | --- |")
     for port in FAULTY_PORTS:
         name = f"{MODULE}:{port.__name__}"
         with torch.no_grad():
-            rows = verify(model, port=name, checks=fixed, export=False).rows
-            grid = verify(model, port=name, checks=("schedules",), export=False).rows
+            rows = verify(model, VerifyOptions(port=name, groups=fixed)).rows
+            grid = verify(model, VerifyOptions(port=name, groups=("schedules",))).rows
         caught = [row for row in rows if row.failed]
         failing = [row for row in grid if row.failed]
         with tempfile.TemporaryDirectory() as folder:
             result = fuzz(
-                FuzzTarget.of(name, model),
+                FuzzTarget.of(model, VerifyOptions(port=name)),
                 max_examples=args.max_examples,
                 seed=args.seed,
                 database=Path(folder),

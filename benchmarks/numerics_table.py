@@ -21,6 +21,7 @@ import torch
 
 from gemma4_static.oracle.flow.verify import run_verification
 from gemma4_static.oracle.numerics.gates import GATED_STAGES, GATES
+from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.references.models import build_default_model
 from gemma4_static.ports.registry import DEFAULT_PORT
 
@@ -73,7 +74,7 @@ def main() -> None:
     for name in args.models:
         model = build_default_model(name)
         for dtype, scheme in profiles:
-            rows = run_verification(model, dtype=dtype, export=False, checks=CHECKS, quant=scheme, port=args.port)
+            rows = run_verification(model, VerifyOptions(dtype=dtype, groups=CHECKS, quant=scheme, port=args.port))
             label = scheme or str(dtype).removeprefix("torch.")
             for stage in KINDS:
                 if not any(row.stage == stage for row in rows):

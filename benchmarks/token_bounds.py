@@ -22,6 +22,7 @@ import torch
 from gemma4_static.oracle.flow.verify import run_verification
 from gemma4_static.oracle.numerics.gates import GATES
 from gemma4_static.oracle.numerics.kernel_sets import KERNEL_SETS, active_kernels
+from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.references.models import build_default_model
 
 STAGES = ("prefill logits", "decode steps")
@@ -33,7 +34,7 @@ def measure(models: list[str]) -> list[dict]:
     for name in models:
         model = build_default_model(name)
         for dtype in GATES:
-            rows = run_verification(model, dtype=dtype, export=False, checks=("layers", "decode"))
+            rows = run_verification(model, VerifyOptions(dtype=dtype, groups=("layers", "decode")))
             for stage in STAGES:
                 shift = next(row for row in rows if row.stage == stage and row.metric == "margin shift (ulps)")
                 top1 = next(row for row in rows if row.stage == stage and row.metric == "top-1 disagreements")

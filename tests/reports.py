@@ -10,7 +10,7 @@ from typing import Any
 
 import jsonschema
 
-from gemma4_static.oracle.checks.report_json import schema
+from gemma4_static.oracle.results.report_json import schema
 
 
 def _refuse(constant: str) -> Any:

@@ -29,12 +29,12 @@ def _cli() -> str:
 
 
 def _report_schema() -> str:
-    schema = resources.files("gemma4_static.oracle.checks").joinpath("report.schema.json").read_text()
+    schema = resources.files("gemma4_static.oracle.results").joinpath("report.schema.json").read_text()
     return f"```json\n{json.dumps(json.loads(schema), indent=2)}\n```"
 
 
 def _exit_codes() -> str:
-    from gemma4_static.oracle.checks.verdict import ExitCode
+    from gemma4_static.oracle.results.verdict import ExitCode
 
     source = inspect.getsource(ExitCode)
     said = dict(re.findall(r"^\s+([A-Z_]+) = \d+\s+# (.+)$", source, re.MULTILINE))

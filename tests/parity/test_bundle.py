@@ -20,14 +20,15 @@ import torch
 
 pytest.importorskip("executorch", reason="the executorch extra is not installed (pip install '.[executorch]')")
 
+from gemma4_static.bundle import export_bundle
 from gemma4_static.cpu.schedule import expand_schedule
-from gemma4_static.executorch.bundle import export_bundle
 from gemma4_static.executorch.step_inputs import prefill_logits, prefill_method_tokens, step_inputs
-from gemma4_static.oracle.checks import parity, tolerances
-from gemma4_static.oracle.checks.report import assert_rows_pass
+from gemma4_static.oracle.checks import parity
 from gemma4_static.oracle.numerics.parity_numerics import greedy_rows
 from gemma4_static.oracle.references.hf import hf_decode_logits, hf_greedy, hf_prefill
 from gemma4_static.oracle.references.samples import text_prompt
+from gemma4_static.oracle.results import tolerances
+from gemma4_static.oracle.results.report import assert_rows_pass
 from gemma4_static.runtime import StaticGemma4Runtime
 from tests.parity.edge_layout import BATCH, EDGE_GROUP, edge_image_case
 

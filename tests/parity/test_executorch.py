@@ -20,11 +20,12 @@ pytest.importorskip("executorch", reason="the executorch extra is not installed 
 from gemma4_static.executorch.program_cache import forget_programs
 from gemma4_static.executorch.stage_programs import EdgeStage
 from gemma4_static.oracle.checks import parity
-from gemma4_static.oracle.checks.report import assert_rows_pass, merge
 from gemma4_static.oracle.faults.catalogue import faults_named
 from gemma4_static.oracle.faults.self_test import format_result, run_fault
+from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.references.hf import hf_decode_logits, hf_prefill
 from gemma4_static.oracle.references.samples import text_prompt
+from gemma4_static.oracle.results.report import assert_rows_pass, merge
 from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 from gemma4_static.stack import LayerStack
@@ -164,7 +165,7 @@ def test_the_fault_self_test_reaches_inside_the_program(tiny_model, report):
     the layer rows, read from the program's traced twin, catch it (nothing decodes: only the traced
     twin is lowered)."""
     fault = faults_named(["layer-scalar-missing"])[0]
-    result = run_fault(fault, tiny_model, checks=("layers",), backend="executorch")
+    result = run_fault(fault, tiny_model, VerifyOptions(groups=("layers",), backend="executorch"))
     report(f"self-test on ExecuTorch (one program): {format_result(result)}")
     assert result.caught and result.failed[0].stage == "decoder layers"
 

@@ -12,8 +12,9 @@ pytest.importorskip("executorch", reason="the executorch extra is not installed 
 from gemma4_static.executorch.cache_program import ONE_PROGRAM
 from gemma4_static.executorch.program_cache import lowered_programs
 from gemma4_static.executorch.xnnpack_quant import QUANTIZED_STAGES
-from gemma4_static.oracle.checks.report import assert_rows_pass
 from gemma4_static.oracle.flow.verify import run_verification
+from gemma4_static.oracle.options import VerifyOptions
+from gemma4_static.oracle.results.report import assert_rows_pass
 from gemma4_static.runtime import StaticGemma4Runtime
 
 pytestmark = pytest.mark.executorch  # workers share lowered programs through the disk cache
@@ -27,7 +28,7 @@ STAGE_CHECKS, PROGRAM_CHECKS = ("inputs", "layers"), ("layers", "decode")
 def test_a8w8_stage_programs_pass_their_gates(tiny_model, report):
     """Every stage of the image prompt's prefill as XNNPACK programs, the ones with projections
     quantized; each quantized program delegates to XNNPACK, its portable fallbacks reported per stage."""
-    rows = run_verification(tiny_model, quant="a8w8", backend="executorch-stages", export=False, checks=STAGE_CHECKS)
+    rows = run_verification(tiny_model, VerifyOptions(quant="a8w8", backend="executorch-stages", groups=STAGE_CHECKS))
     assert_rows_pass(rows)
     quantized = [(stage, program) for stage, is_quantized, program in lowered_programs() if is_quantized]
     quantized = [(stage, program) for stage, program in quantized if stage != ONE_PROGRAM]
@@ -58,7 +59,7 @@ def test_a8w8_one_program_passes_its_gates(tiny_model, report):
     method inputs, decode taking prefill's observer states), the vision stage as a quantized stage
     program. Quantized for real: its logits sit at the scheme's noise against float64 (a float32
     program lands near 130 dB there)."""
-    rows = run_verification(tiny_model, quant="a8w8", backend="executorch", export=False, checks=PROGRAM_CHECKS)
+    rows = run_verification(tiny_model, VerifyOptions(quant="a8w8", backend="executorch", groups=PROGRAM_CHECKS))
     assert_rows_pass(rows)
     sizes = [
         len(program.buffer) for label, quantized, program in lowered_programs() if quantized and label == ONE_PROGRAM

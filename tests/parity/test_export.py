@@ -9,8 +9,8 @@ import torch
 
 from gemma4_static.export import export_case, export_stages, stage_cases
 from gemma4_static.oracle.checks import parity
-from gemma4_static.oracle.checks.report import assert_rows_pass, merge
 from gemma4_static.oracle.references.samples import image_prompt
+from gemma4_static.oracle.results.report import assert_rows_pass, merge
 from gemma4_static.runtime import StaticGemma4Runtime
 
 MAX_SEQ = 208

@@ -18,13 +18,13 @@ import torch
 
 from gemma4_static.commands.pytest_items import check_group, port_session
 from gemma4_static.oracle.checks import parity, parity_masks
-from gemma4_static.oracle.checks.report import assert_rows_pass, merge
 from gemma4_static.oracle.checks.routing import MARGIN_BOUND, RoutingLedger, is_structural_tie, prefix_keys
-from gemma4_static.oracle.flow.verify import CHECKS
+from gemma4_static.oracle.groups import names
 from gemma4_static.oracle.references.family import GEOMETRY_NAMES, TESTER_PATCHES
 from gemma4_static.oracle.references.hf import hf_prefill
 from gemma4_static.oracle.references.models import build_default_model
 from gemma4_static.oracle.references.samples import Prompt, text_prompt
+from gemma4_static.oracle.results.report import assert_rows_pass, merge
 from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 from gemma4_static.spec import text_module
@@ -234,7 +234,7 @@ NIGHTLY_GROUPS = ("long-positions",)
             + ([pytest.mark.nightly] if group in NIGHTLY_GROUPS else []),
         )
         for model in GEOMETRY_NAMES
-        for group in CHECKS
+        for group in names()
     ],
 )
 def test_family_geometry_through_each_check_group(model, group, report):

@@ -15,9 +15,10 @@ import pytest
 import torch
 from transformers import GenerationConfig
 
-from gemma4_static.oracle.checks import parity, tolerances
-from gemma4_static.oracle.checks.report import assert_rows_pass, merge
+from gemma4_static.oracle.checks import parity
 from gemma4_static.oracle.references.samples import Prompt, image_prompt, text_prompt
+from gemma4_static.oracle.results import tolerances
+from gemma4_static.oracle.results.report import assert_rows_pass, merge
 from gemma4_static.runtime import StaticGemma4Runtime
 
 STEPS = 8

@@ -12,10 +12,10 @@ import torch
 
 from gemma4_static import build_prefill_bool_masks, read_text_config
 from gemma4_static.oracle.checks import parity_masks
-from gemma4_static.oracle.checks.report import assert_rows_pass
 from gemma4_static.oracle.faults.catalogue import faults_named
 from gemma4_static.oracle.references.hf import ATTN_IMPLEMENTATIONS
 from gemma4_static.oracle.references.layouts import LENGTHS, PADDINGS, sequence_length, valid_mask
+from gemma4_static.oracle.results.report import assert_rows_pass
 from gemma4_static.ports.static import decode_masks_of, prefill_masks_of
 
 implementations = pytest.mark.parametrize("attn_implementation", ATTN_IMPLEMENTATIONS)

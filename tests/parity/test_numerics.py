@@ -13,14 +13,15 @@ from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from gemma4_static.commands import cli
-from gemma4_static.oracle.checks.report import assert_rows_pass, format_row
 from gemma4_static.oracle.faults.catalogue import faults_named
 from gemma4_static.oracle.flow.verify import run_verification
 from gemma4_static.oracle.numerics.gates import GATES
 from gemma4_static.oracle.numerics.metrics import matched_prefix, measure, top_k_check
 from gemma4_static.oracle.numerics.overflow import recorded_ranges
+from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.references import models
 from gemma4_static.oracle.references.samples import text_prompt
+from gemma4_static.oracle.results.report import assert_rows_pass, format_row
 from gemma4_static.runtime import StaticGemma4Runtime
 
 PROFILES = list(GATES)
@@ -29,7 +30,7 @@ NUMERIC_CHECKS = ("inputs", "rope", "mask-value", "layers", "chunked-prefill", "
 
 
 def _gated(model, dtype, report, label: str, **kwargs) -> list:
-    rows = run_verification(model, dtype=dtype, export=False, checks=NUMERIC_CHECKS, **kwargs)
+    rows = run_verification(model, VerifyOptions(dtype=dtype, groups=NUMERIC_CHECKS, **kwargs))
     sqnr = [row for row in rows if row.metric == "SQNR dB"]
     worst = min(sqnr, key=lambda row: row.value)
     report(f"{label} {dtype}: worst SQNR {worst.value:.1f} dB at {worst.stage} / {worst.check} (HF {worst.hf:.1f})")
@@ -57,7 +58,7 @@ def test_checkpoint_profiles_pass_their_gates(checkpoint_model, report):
 def test_a_mask_value_of_minus_one_fails_the_gates(tiny_model):
     """-1 leaves masked keys about e^-1 of an allowed key's weight: the soft tokens (padded patches
     leak into the vision encoder), the mask-value row and the hidden states fail."""
-    rows = run_verification(tiny_model, dtype=torch.bfloat16, export=False, checks=NUMERIC_CHECKS, mask_value=-1.0)
+    rows = run_verification(tiny_model, VerifyOptions(dtype=torch.bfloat16, groups=NUMERIC_CHECKS, mask_value=-1.0))
     failed = {(row.stage, row.metric) for row in rows if row.failed}
     assert {("vision prefill", "SQNR dB"), ("mask value", "masked weight bound")} <= failed
     assert {("decoder layers", "SQNR dB"), ("prefill logits", "SQNR dB")} <= failed
@@ -67,7 +68,7 @@ def test_a_mask_value_of_minus_one_fails_the_gates(tiny_model):
 def test_a_rope_shift_fails_the_gates(tiny_model):
     """A uniform shift cancels in q.k, but the RoPE rows and the cached K (stored rotated) see it."""
     with faults_named(["rope-positions-from-one"])[0].injected():
-        rows = run_verification(tiny_model, dtype=torch.float16, export=False, checks=NUMERIC_CHECKS)
+        rows = run_verification(tiny_model, VerifyOptions(dtype=torch.float16, groups=NUMERIC_CHECKS))
     failed = {(row.stage, row.check.split(" of ")[0]) for row in rows if row.failed}
     assert ("RoPE", "full_attention float16") in failed and ("KV cache", "K") in failed
 
@@ -79,7 +80,7 @@ def test_a_porting_bug_flips_decided_bf16_tokens(tiny_model, fault, report):
     past float64 gaps wider than the profile's bound (3.25 logits), and those rows fail; the
     fault-free run decides the same rows and agrees on all (``test_tiny_profiles_pass_their_gates``)."""
     with faults_named([fault])[0].injected():
-        rows = run_verification(tiny_model, dtype=torch.bfloat16, export=False, checks=("layers", "decode"))
+        rows = run_verification(tiny_model, VerifyOptions(dtype=torch.bfloat16, groups=("layers", "decode")))
     flips = [row for row in rows if row.metric == "top-1 disagreements" and row.failed]
     assert flips, [format_row(row) for row in rows if row.metric == "top-1 disagreements"]
     report(f"bf16 {fault}: " + "; ".join(f"{row.stage} {row.value:g} ({row.check})" for row in flips))
@@ -96,7 +97,7 @@ def test_fp16_finfo_min_makes_no_nan_but_is_flagged(tiny_model):
     for layer in steep.model.language_model.layers:
         layer.self_attn.q_norm.weight.mul_(4.0)
     for model, overflows in ((tiny_model, 0), (steep, 1)):
-        rows = run_verification(model, dtype=torch.float16, export=False, checks=("mask-value",), mask_value=fill)
+        rows = run_verification(model, VerifyOptions(dtype=torch.float16, groups=("mask-value",), mask_value=fill))
         assert [row.value for row in rows] == [0.0, overflows]
         half = copy.deepcopy(model).to(torch.float16)
         prompt = text_prompt(half.config, [9, 1], seed=2)  # row 1: one token, the rest padding
@@ -143,7 +144,7 @@ def test_overflow_report_names_the_first_overflowing_layer(tiny_model, monkeypat
     assert cli.main(args) == 1
     printed = capsys.readouterr().out
     assert "verify: first overflow in float16: layer 3 [first: layer 3 up_proj, headroom" in printed
-    rows = run_verification(model, dtype=torch.float16, export=False, checks=("overflow",))
+    rows = run_verification(model, VerifyOptions(dtype=torch.float16, groups=("overflow",)))
     failed = [row for row in rows if row.failed]
     assert failed[0].check.startswith("layer 3 [first: layer 3 up_proj")
     print(format_row(failed[0]))

@@ -8,9 +8,9 @@ import torch
 
 import gemma4_static.runtime as runtime_module
 from gemma4_static.oracle.checks import parity
-from gemma4_static.oracle.checks.report import assert_rows_pass
 from gemma4_static.oracle.references.hf import hf_prefill
 from gemma4_static.oracle.references.samples import image_prompt
+from gemma4_static.oracle.results.report import assert_rows_pass
 from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 

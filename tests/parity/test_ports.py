@@ -18,8 +18,8 @@ import torch
 
 from gemma4_static.commands import cli
 from gemma4_static.commands.pytest_items import check_group, port_session
-from gemma4_static.oracle.checks.report import assert_rows_pass, format_row
-from gemma4_static.oracle.flow.verify import CHECKS, INTEGER_ONLY, run_group, run_verification
+from gemma4_static.oracle.flow.verify import run_group, run_verification
+from gemma4_static.oracle.results.report import assert_rows_pass, format_row
 from gemma4_static.quant.schemes import PORT_SCHEMES
 from tests.reports import read_report
 
@@ -41,11 +41,13 @@ NIGHTLY_CASES = {("e2b-geometry", "long-positions")}
 pytest.importorskip("executorch", reason="the ports lane needs the ports extra: pip install -e '.[ports]'")
 from executorch.examples.models.gemma4.text_decoder.gemma4_transformer import Gemma4ForCausalLM  # noqa: E402
 
-from gemma4_static.ports.base import NotExposed, PortSetup  # noqa: E402
-from gemma4_static.ports.executorch_gemma4 import ExecuTorchGemma4Port  # noqa: E402
+from gemma4_static.oracle.groups import names  # noqa: E402
+from gemma4_static.oracle.options import VerifyOptions  # noqa: E402
+from gemma4_static.ports import NotExposed, PortSetup  # noqa: E402
+from gemma4_static.ports.adapters.executorch.port import ExecuTorchGemma4Port  # noqa: E402
+from gemma4_static.ports.adapters.qnn.port import QnnGemma4Port  # noqa: E402
+from gemma4_static.ports.adapters.qnn.support import mask_update_defect  # noqa: E402
 from gemma4_static.ports.prompt import Prompt  # noqa: E402
-from gemma4_static.ports.qnn_gemma4 import QnnGemma4Port  # noqa: E402
-from gemma4_static.ports.qnn_support import mask_update_defect  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -60,7 +62,7 @@ from gemma4_static.ports.qnn_support import mask_update_defect  # noqa: E402
         )
         for port in PORTS
         for model in MODELS
-        for group in CHECKS
+        for group in names()
     ],
 )
 def test_port_through_each_check_group(port, model, group, report):
@@ -138,9 +140,7 @@ def test_the_plugins_groups_take_the_profile(report):
     An item's xfail or skip is its outcome here, recorded and reported with its reason; a failure
     propagates and fails this test."""
     outcomes, reasons = {}, {}
-    for group in CHECKS:
-        if group in INTEGER_ONLY:
-            continue
+    for group in names("low precision"):
         try:
             check_group("executorch-gemma4", "tiny", "bfloat16", group)
             outcomes[group] = "passed"
@@ -169,7 +169,7 @@ def test_its_rope_reason_holds_only_where_its_tables_are_the_rounded_frequencies
         (f"{__name__}:RopeOneAhead", torch.bfloat16, {"FAIL"}),
         (f"{__name__}:RopeOneAhead", torch.float32, {"FAIL"}),
     ):
-        rows = run_verification(tiny_model, port=port, dtype=dtype, export=False, checks=("rope",))
+        rows = run_verification(tiny_model, VerifyOptions(port=port, dtype=dtype, groups=("rope",)))
         found = {row.status for row in rows if row.stage == "RoPE"}
         assert found == statuses, (port, dtype, [format_row(row) for row in rows if row.stage == "RoPE"])
 
@@ -180,12 +180,12 @@ def test_executorch_gemma4_in_bfloat16_fails_its_gates_through_its_rope_frequenc
     cast to bfloat16 does; with its RoPE frequencies alone in float32 the same weights and graph pass
     every gate (the minimal reproduction)."""
     checks = ("rope", "layers")  # the decode steps fail the same way (48.7 ulps, bound 26): docs/findings.md
-    shipped = run_verification(e2b_model, port="executorch-gemma4", dtype=torch.bfloat16, export=False, checks=checks)
+    shipped = run_verification(e2b_model, VerifyOptions(port="executorch-gemma4", dtype=torch.bfloat16, groups=checks))
     failed = [row for row in shipped if row.failed]
     assert {row.stage for row in failed} == {"prefill logits"}, [format_row(r) for r in failed]
     assert all(row.expected for row in shipped if row.stage == "RoPE")
     repaired = run_verification(
-        e2b_model, port=f"{__name__}:FloatRopePort", dtype=torch.bfloat16, export=False, checks=checks
+        e2b_model, VerifyOptions(port=f"{__name__}:FloatRopePort", dtype=torch.bfloat16, groups=checks)
     )
     assert_rows_pass(repaired)
     sqnr = {
@@ -224,7 +224,7 @@ def test_executorch_gemma4_in_its_default_recipe_on_the_e2b_geometry(e2b_model, 
     """ExecuTorch's default text recipe, 8da4w+emb8, on the E2B geometry: every layer group, the
     prefill logits and the decode steps within the scheme's gates and within 3 dB of HF's own."""
     checks = ("inputs", "layers", "decode")
-    rows = run_verification(e2b_model, port="executorch-gemma4", quant="8da4w+emb8", export=False, checks=checks)
+    rows = run_verification(e2b_model, VerifyOptions(port="executorch-gemma4", quant="8da4w+emb8", groups=checks))
     assert_rows_pass(rows)
     sqnr = {f"{row.stage}, {row.check}": round(row.value, 1) for row in rows if row.metric == "SQNR dB"}
     assert len([check for check in sqnr if check.startswith("decoder layers")]) == 7
@@ -244,7 +244,7 @@ def test_a_port_that_runs_another_recipe_than_it_declares_fails_the_layers(tiny_
     """int4 weights where int8 were declared: the first layer group falls far below the 8da8w gate
     and below HF's own 8da8w figure (the same-scheme comparison names it too)."""
     rows = run_verification(
-        tiny_model, port=f"{__name__}:MixedUpRecipePort", quant="8da8w", export=False, checks=("layers",)
+        tiny_model, VerifyOptions(port=f"{__name__}:MixedUpRecipePort", quant="8da8w", groups=("layers",))
     )
     failed = {(row.check, row.metric) for row in rows if row.failed}
     assert ("layers 0-4 hidden states [first: layer 0]", "SQNR dB") in failed
@@ -275,7 +275,7 @@ def test_the_plugins_groups_take_a_static_scheme_of_executorchs_pt2e_quantizer(r
     for group in ("quantization", "layers", "chunked-prefill", "decode"):
         rows[group] = check_group("executorch-gemma4", "tiny", "float32", group, quant="a8w8")
     session = port_session("executorch-gemma4", "tiny", "float32", "a8w8")
-    assert session.port.limits.recipe("a8w8").weight_granularity == "per channel"
+    assert session.port.limits.schemes.recipe("a8w8").weight_granularity == "per channel"
     ranges = next(row for row in rows["quantization"] if row.status == "PASS")
     sites = len(session.hf_sites)  # its recipe quantizes the LM head too, which the suite's a8w8 leaves float
     assert ranges.check.startswith(f"{sites} of its {sites + 1} calibrated ranges"), ranges.check

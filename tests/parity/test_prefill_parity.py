@@ -14,10 +14,10 @@ import torch
 from transformers import Gemma4ForCausalLM, Gemma4TextConfig
 
 from gemma4_static.oracle.checks import parity
-from gemma4_static.oracle.checks.report import Row, assert_rows_pass, merge
 from gemma4_static.oracle.references.hf import hf_prefill
 from gemma4_static.oracle.references.models import tiny_text_fields
 from gemma4_static.oracle.references.samples import image_prompt, text_prompt
+from gemma4_static.oracle.results.report import Row, assert_rows_pass, merge
 from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 

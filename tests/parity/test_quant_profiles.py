@@ -8,11 +8,12 @@ import pytest
 from PIL import Image, ImageStat
 
 from gemma4_static.commands import cli
-from gemma4_static.oracle.checks.report import assert_rows_pass, format_row
 from gemma4_static.oracle.faults.catalogue import faults_named
 from gemma4_static.oracle.faults.self_test import run_fault
 from gemma4_static.oracle.flow.sensitivity import run_sensitivity
 from gemma4_static.oracle.flow.verify import run_verification
+from gemma4_static.oracle.options import VerifyOptions
+from gemma4_static.oracle.results.report import assert_rows_pass, format_row
 from gemma4_static.quant import SCHEMES
 from tests.reports import read_report
 
@@ -23,7 +24,7 @@ GATED = ("SQNR dB", "cosine", "SQNR below HF's (dB)", "margin shift (logits)")  
 
 
 def _gated(model, scheme: str, report, label: str) -> list:
-    rows = run_verification(model, quant=scheme, export=False, checks=NUMERIC_CHECKS)
+    rows = run_verification(model, VerifyOptions(quant=scheme, groups=NUMERIC_CHECKS))
     sqnr = [row for row in rows if row.metric == "SQNR dB"]
     assert sqnr and all(row.hf is not None for row in sqnr), "HF in the same scheme is beside every gated row"
     worst = min(sqnr, key=lambda row: row.value - row.tolerance)
@@ -75,7 +76,7 @@ def test_a_porting_bug_fails_the_a16w8_gates(tiny_model, fault, report):
     bug upstream of a matmul moves its input's range away from HF's, which that group reports first
     (``layer 0 o_proj``: HF's values 38,690 steps outside, for ``sliding-window-ignored``)."""
     gated_groups = tuple(check for check in NUMERIC_CHECKS if check != "quantization")
-    result = run_fault(faults_named([fault])[0], tiny_model, gated_groups, quant="a16w8")
+    result = run_fault(faults_named([fault])[0], tiny_model, VerifyOptions(groups=gated_groups, quant="a16w8"))
     gated = [row for row in result.failed if row.metric in GATED]
     assert gated, result.error or [format_row(row) for row in result.failed]
     first = gated[0]
@@ -112,7 +113,7 @@ def test_e2b_geometry_ple_path_against_a_middle_layer(e2b_model, report):
     quantized alone and each left in float, measured at the logits (the sweep of these two groups;
     the whole sweep's ranking: the tiny model's chart test and ``verify --sensitivity``)."""
     middle = f"layer {len(e2b_model.config.layer_types) // 2}"
-    sweep = run_sensitivity(e2b_model, "a16w8", groups=("PLE", middle))
+    sweep = run_sensitivity(e2b_model, VerifyOptions(quant="a16w8"), groups=("PLE", middle))
     figures = {}
     for mode in ("only", "all but"):
         ranked = [result.group for result in sweep.ranked(mode)]
@@ -129,4 +130,4 @@ def test_e2b_geometry_ple_path_against_a_middle_layer(e2b_model, report):
 
 def test_a_sweep_of_an_unknown_group_is_refused(tiny_model):
     with pytest.raises(ValueError, match=r"groups has unknown names \['layer 99'\]; expected some of \['PLE'"):
-        run_sensitivity(tiny_model, "a16w8", groups=("PLE", "layer 99"))
+        run_sensitivity(tiny_model, VerifyOptions(quant="a16w8"), groups=("PLE", "layer 99"))

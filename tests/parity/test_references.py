@@ -14,6 +14,7 @@ import pytest
 
 from gemma4_static.commands import cli, pytest_items
 from gemma4_static.oracle.flow import verify
+from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.references import hf
 from gemma4_static.oracle.references.reference_folder import open_reference
 
@@ -58,14 +59,14 @@ def recorded(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def live_rows(tiny_model):
-    return {port: [row.as_dict() for row in verify.verify(tiny_model, port=port).rows] for port in PORTS}
+    return {port: [row.as_dict() for row in verify.verify(tiny_model, VerifyOptions(port=port)).rows] for port in PORTS}
 
 
 @pytest.mark.parametrize("port", PORTS)
 def test_a_recorded_run_gives_the_live_rows_without_running_hf(port, recorded, live_rows, tiny_model, report):
     reference = open_reference(recorded)
     with hf_cannot_run(tiny_model):
-        replayed = verify.verify(tiny_model, port=port, reference=reference)
+        replayed = verify.verify(tiny_model, VerifyOptions(port=port, reference=reference))
     assert [_key(row.as_dict()) for row in replayed.rows] == [_key(row) for row in live_rows[port]]
     assert replayed.verdict.passed and reference.recording.asked > 0
     manifest = json.loads((recorded / "manifest.json").read_text())

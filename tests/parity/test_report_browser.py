@@ -15,13 +15,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from gemma4_static.oracle.checks.report_json import report_document, run_metadata
-from gemma4_static.oracle.checks.verdict import verdict_words
 from gemma4_static.oracle.faults.catalogue import faults_named
 from gemma4_static.oracle.flow.verify import verify
+from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.pages.compare import compare_reports
 from gemma4_static.oracle.pages.compare_page import compare_page
 from gemma4_static.oracle.pages.verify_page import verify_page
+from gemma4_static.oracle.results.report_json import report_document, run_metadata
+from gemma4_static.oracle.results.verdict import verdict_words
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]  # one worker: one browser
 
@@ -46,7 +47,7 @@ def browser():
 
 
 def _document(model, dtype: torch.dtype) -> dict:
-    result = verify(model, dtype=dtype, export=False, schedules_budget=400)
+    result = verify(model, VerifyOptions(dtype=dtype, schedules_budget=400).without("export"))
     run = run_metadata(
         port=(result.port_name, result.port_version), model="tiny", profile=result.profile, backend="torch",
         kernel_set="native", seeds={"sample prompt": 0},

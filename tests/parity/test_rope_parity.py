@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from gemma4_static.oracle.checks import parity
-from gemma4_static.oracle.checks.report import assert_rows_pass
-from gemma4_static.oracle.checks.tolerances import ROPE_POSITIONS
+from gemma4_static.oracle.results.report import assert_rows_pass
+from gemma4_static.oracle.results.tolerances import ROPE_POSITIONS
 from gemma4_static.ports.static import rope_of
 from gemma4_static.spec import read_text_config
 

@@ -24,7 +24,8 @@ from tico.quantization.wrapq.wrappers.gemma4.static_vision_profile import (  # n
 )
 from tico.quantization.wrapq.wrappers.gemma4.utils import StaticGemma4Layout  # noqa: E402
 
-from gemma4_static.ports.tico_gemma4 import TicoGemma4Port  # noqa: E402
+from gemma4_static.oracle.options import VerifyOptions  # noqa: E402
+from gemma4_static.ports.adapters.tico.port import TicoGemma4Port  # noqa: E402
 
 MODEL = "e2b-multimodal"
 PROFILE = "e2b_66x36_264"
@@ -39,7 +40,7 @@ def model():
 @pytest.fixture(scope="session")
 def verification(model):
     """verify --port tico-gemma4 on the E2B-multimodal model (the grid at a lane's budget)."""
-    return verify(model, port="tico-gemma4", schedules_budget=GRID_BUDGET)
+    return verify(model, VerifyOptions(port="tico-gemma4", schedules_budget=GRID_BUDGET))
 
 
 def test_tico_through_every_check_group(verification, report):
@@ -70,7 +71,7 @@ def test_tico_through_every_check_group(verification, report):
 
 
 def tico_flow_steps():
-    from gemma4_static.ports.tico_flow import OWN_STEPS
+    from gemma4_static.ports.adapters.tico.flow import OWN_STEPS
 
     return OWN_STEPS
 
@@ -129,7 +130,7 @@ def test_tico_ptq_calibrated_on_the_suites_prompts_passes_its_gates(report):
 
 
 def test_calibrating_a_float_tico_port_is_a_clear_error(model):
-    from gemma4_static.ports.base import PortSetup
+    from gemma4_static.ports import PortSetup
 
     port = TicoGemma4Port(model, PortSetup(300))
     with pytest.raises(ValueError, match=r"tico-gemma4 was built in float \(setup.quant None\): nothing to calibrate"):

@@ -17,9 +17,9 @@ from gemma4_static.cpu import vision as cpu_vision
 from gemma4_static.npu.vision import ClippedProjection, VisionEncoder, VisionEncoderLayer
 from gemma4_static.oracle.checks import parity
 from gemma4_static.oracle.checks.parity_vision import vision_input_rows, vision_stage_rows
-from gemma4_static.oracle.checks.report import assert_rows_pass, merge
 from gemma4_static.oracle.references.hf import hf_prefill
 from gemma4_static.oracle.references.samples import image_prompt, processed_images
+from gemma4_static.oracle.results.report import assert_rows_pass, merge
 from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from gemma4_static import StaticGemma4Runtime
 from gemma4_static.oracle.faults.port_faults import WrappedRuntimePort
-from gemma4_static.ports import Gemma4Port, PortLimits, PortPrefill, PortSetup
+from gemma4_static.ports import BatchLimits, Gemma4Port, ImageLimits, PortLimits, PortPrefill, PortSetup
 
 
 class NothingPort(Gemma4Port):
@@ -27,7 +27,7 @@ class LogitsOnlyPort(Gemma4Port):
     (its limits are its class's, the only thing the suite may read before building it)."""
 
     name = "logits only"
-    limits = PortLimits(max_batch=1, padding_side=None)
+    limits = PortLimits(batch=BatchLimits(max_batch=1, padding_side=None))
 
     def __init__(self, model: Any, setup: PortSetup) -> None:
         if setup.batch_size != 1:
@@ -45,7 +45,7 @@ class LogitsOnlyPort(Gemma4Port):
 
 class _UndeclaredOneRow(LogitsOnlyPort):
     name = "batch-1 port from a function"
-    limits = PortLimits(max_batch=1, padding_side=None)
+    limits = PortLimits(batch=BatchLimits(max_batch=1, padding_side=None))
 
 
 def batch_one_port(model: Any, setup: PortSetup) -> Gemma4Port:
@@ -96,4 +96,4 @@ class NeedsImageNoProfilePort(WrappedRuntimePort):
     """Needs an image in every prompt, in no declared profile: the text-only groups cannot run it."""
 
     name = "needs an image, no profile"
-    limits = dataclasses.replace(WrappedRuntimePort.limits, images=True, needs_image=True)
+    limits = dataclasses.replace(WrappedRuntimePort.limits, images=ImageLimits(accepted=True, required=True))

@@ -11,14 +11,14 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gemma4_static.bundle import export_bundle
 from gemma4_static.commands import cli
 from gemma4_static.cpu.layout import StaticLayout
 from gemma4_static.cpu.schedule import expand_schedule
-from gemma4_static.executorch.bundle import export_bundle
 from gemma4_static.executorch.cache_program import cached_stack
 from gemma4_static.executorch.step_inputs import PREFILL_TOKENS, prefill_logits, prefill_method_tokens, step_inputs
-from gemma4_static.oracle.checks import tolerances
 from gemma4_static.oracle.references.samples import image_prompt, text_prompt
+from gemma4_static.oracle.results import tolerances
 from gemma4_static.runtime import StaticGemma4Runtime
 
 MAX_SEQ, CHUNK = 32, 8

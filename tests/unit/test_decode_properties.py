@@ -7,7 +7,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gemma4_static.oracle.checks import tolerances
+from gemma4_static.oracle.results import tolerances
 from gemma4_static.runtime import StaticGemma4Runtime
 
 MAX_SEQ = 32

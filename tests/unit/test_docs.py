@@ -111,7 +111,7 @@ def test_the_porting_guide_names_the_interface_as_the_code_has_it():
     import dataclasses
     import inspect
 
-    from gemma4_static.ports.base import Gemma4Port, PortLimits, PortSetup
+    from gemma4_static.ports import Gemma4Port, PortLimits, PortSetup
 
     guide = GUIDE.read_text()
     for cls in (PortSetup, PortLimits):

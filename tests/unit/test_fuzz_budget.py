@@ -7,6 +7,7 @@ import time
 from types import SimpleNamespace
 
 from gemma4_static.oracle.fuzz import BUDGETED_BATCH, FuzzTarget, budgeted_batch, fuzz
+from gemma4_static.oracle.options import VerifyOptions
 
 
 def target_after(seconds: float, examples: int) -> SimpleNamespace:
@@ -23,7 +24,7 @@ def test_a_budget_runs_whole_batches_while_the_time_left_holds_them():
 
 
 def test_a_budgeted_fuzz_ends_cleanly_with_what_it_covered(tiny_model):
-    result = fuzz(FuzzTarget.of("gemma4-static", tiny_model), max_examples=10**4, seed=0, max_seconds=2)
+    result = fuzz(FuzzTarget.of(tiny_model, VerifyOptions()), max_examples=10**4, seed=0, max_seconds=2)
     assert result.failure is None and result.stopped and "time budget of 2 s" in result.stopped
     assert 2 <= result.examples < 10**4 and result.seconds < 2 + 5  # one batch's pace past it at most
     assert "prefill" in result.coverage and "prompt lengths in" in result.coverage

@@ -14,13 +14,15 @@ import pytest
 
 from gemma4_static.commands import cli
 from gemma4_static.commands import fuzz as fuzz_command
-from gemma4_static.oracle.checks.verdict import ExitCode
 from gemma4_static.oracle.faults.port_faults import FAULTY_PORTS, LONG_POSITION_FAULTS, MODULE, WrappedRuntimePort
-from gemma4_static.oracle.flow.verify import CHECKS, verify
+from gemma4_static.oracle.flow.verify import verify
 from gemma4_static.oracle.fuzz import FuzzResult, FuzzTarget, fuzz
+from gemma4_static.oracle.groups import names
+from gemma4_static.oracle.options import VerifyOptions
+from gemma4_static.oracle.results.verdict import ExitCode
 
 LONG_CONTEXT = ("schedules", "long-positions")  # the groups that run a port past its sample prompt's shapes
-FIXED = tuple(name for name in CHECKS if name not in LONG_CONTEXT)
+FIXED = tuple(name for name in names() if name not in LONG_CONTEXT)
 EXAMPLES = 200  # each fault is found within 120 examples from seed 0 (benchmarks/fault_power.py)
 
 
@@ -30,11 +32,17 @@ def test_a_port_shaped_fault_escapes_the_fixed_groups_and_not_the_grid_nor_the_f
     port, tiny_model, tmp_path, report
 ):
     name, faulty = f"{MODULE}:{port.__name__}", port is not WrappedRuntimePort
-    fixed = verify(tiny_model, port=name, checks=FIXED, export=False).verdict
+    fixed = verify(tiny_model, VerifyOptions(port=name, groups=FIXED)).verdict
     assert fixed.exit_code == ExitCode.PASSED, fixed.summary()
-    grid = [row for row in verify(tiny_model, port=name, checks=("schedules",), export=False).rows if row.failed]
+    grid = [row for row in verify(tiny_model, VerifyOptions(port=name, groups=("schedules",))).rows if row.failed]
     assert bool(grid) == faulty, [row.check for row in grid]
-    result = fuzz(FuzzTarget.of(name, tiny_model), max_examples=EXAMPLES, seed=0, database=tmp_path, shrink=False)
+    result = fuzz(
+        FuzzTarget.of(tiny_model, VerifyOptions(port=name)),
+        max_examples=EXAMPLES,
+        seed=0,
+        database=tmp_path,
+        shrink=False,
+    )
     assert (result.failure is not None) == faulty, result.failure
     found = "not found" if result.first_failure is None else "{} examples, {:.1f} s".format(*result.first_failure)
     report(f"{port.__name__}: fixed groups pass, grid {len(grid)} failing lengths, fuzzer {found}")
@@ -48,9 +56,9 @@ def test_a_long_position_fault_escapes_every_group_but_long_positions(port, tiny
     (The unfaulted wrapper passes every other group in the test above.)"""
     name, faulty = f"{MODULE}:{port.__name__}", port is not WrappedRuntimePort
     if faulty:
-        others = tuple(group for group in CHECKS if group != "long-positions")
-        assert verify(tiny_model, port=name, checks=others, export=False).verdict.exit_code == ExitCode.PASSED
-    (row,) = verify(tiny_model, port=name, checks=("long-positions",), export=False).rows
+        others = tuple(group for group in names() if group != "long-positions")
+        assert verify(tiny_model, VerifyOptions(port=name, groups=others)).verdict.exit_code == ExitCode.PASSED
+    (row,) = verify(tiny_model, VerifyOptions(port=name, groups=("long-positions",))).rows
     assert row.compared and row.failed == faulty, row
     if faulty:
         position = int(row.check.split(" position ")[1].split(" ")[0])
@@ -60,7 +68,7 @@ def test_a_long_position_fault_escapes_every_group_but_long_positions(port, tiny
 
 @pytest.mark.self_test
 def test_a_reproduction_run_alone_fails_the_same_way(tiny_model, tmp_path):
-    target = FuzzTarget.of(f"{MODULE}:RingWrapCounter", tiny_model)
+    target = FuzzTarget.of(tiny_model, VerifyOptions(port=f"{MODULE}:RingWrapCounter"))
     folders = {"database": tmp_path / "db", "reproduction": tmp_path / "repro"}
     result = fuzz(target, max_examples=EXAMPLES, seed=0, shrink=False, **folders)  # shrunk: gemma4-static fuzz
     assert result.failure is not None and result.reproduction is not None

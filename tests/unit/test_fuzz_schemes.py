@@ -11,11 +11,13 @@ import pytest
 import torch
 
 from gemma4_static.commands import cli
-from gemma4_static.oracle.checks.verdict import ExitCode
+from gemma4_static.oracle.episodes.judgement import Observed, greedy_divergence, judge_in_profile
 from gemma4_static.oracle.faults.static_faults import StaticSchemePort
 from gemma4_static.oracle.fuzz import FuzzTarget, fuzz
-from gemma4_static.oracle.fuzz.episode import Observed, greedy_divergence, judge_in_profile
 from gemma4_static.oracle.numerics.gates import quant_gate
+from gemma4_static.oracle.options import VerifyOptions
+from gemma4_static.oracle.results.verdict import ExitCode
+from gemma4_static.ports import Contracts
 
 GATE_DB = 20.0
 
@@ -71,7 +73,7 @@ def test_greedy_divergence_excuses_only_a_token_within_the_bound():
 def test_the_runtime_in_a_static_scheme_is_fuzzed_against_float64(tiny_model, tmp_path):
     """``a16w8`` on this runtime: every port built calibrated, judged under the scheme's gate (its
     positions compared, none below it), HF's side in float64."""
-    target = FuzzTarget.of("gemma4-static", tiny_model, quant="a16w8")
+    target = FuzzTarget.of(tiny_model, VerifyOptions(quant="a16w8"))
     assert target.gate is quant_gate("a16w8", "torch") and target.model.dtype == torch.float64
     result = fuzz(target, max_examples=3, seed=0, database=tmp_path, shrink=False)
     assert result.failure is None and result.examples == 3
@@ -90,7 +92,7 @@ class DecodesItsLastToken(StaticSchemePort):
     """This runtime in a static scheme with a greedy loop that decodes its last token too
     (``generate_leaves="all"``, as TICO's ``generate_greedy``)."""
 
-    limits = dataclasses.replace(StaticSchemePort.limits, generate_leaves="all")
+    limits = dataclasses.replace(StaticSchemePort.limits, contracts=Contracts(generate_leaves="all"))
 
     def generate(self, prompt, *, max_new_tokens, eos_token_id=None):
         logits, taken = self.prefill(prompt).logits, []
@@ -105,7 +107,7 @@ def test_the_greedy_rule_reads_one_step_per_token_whatever_the_cache_keeps(tiny_
     """A port that leaves every generated token in its cache, in a scheme (a margin per step): each
     token is judged against HF's choice at its own step (HF's history then holds one token more than
     the tokens judged)."""
-    target = FuzzTarget.of(f"{__name__}:DecodesItsLastToken", tiny_model, quant="a8w8")
+    target = FuzzTarget.of(tiny_model, VerifyOptions(port=f"{__name__}:DecodesItsLastToken", quant="a8w8"))
     result = fuzz(target, max_examples=6, seed=3, database=tmp_path, shrink=False)
     assert result.failure is None, result.failure
     assert target.coverage["generate"] > 0, target.coverage

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from gemma4_static.oracle.checks import tolerances
-from gemma4_static.oracle.fuzz.episode import SLACK_REACH, Observed, judge
+from gemma4_static.oracle.episodes.judgement import SLACK_REACH, Observed, judge
+from gemma4_static.oracle.results import tolerances
 
 
 def _case(shift_in_tolerances: float, hf_disagreement_in_tolerances: float):

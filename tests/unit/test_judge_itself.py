@@ -12,16 +12,17 @@ import torch
 from hypothesis import find, given, settings
 
 from gemma4_static.cpu.greedy import greedy
-from gemma4_static.oracle.checks import tolerances
-from gemma4_static.oracle.checks.report import Row, explained, skip_row
-from gemma4_static.oracle.checks.verdict import ExitCode, Verdict
-from gemma4_static.oracle.flow.schedule_scores import Scored, length_row, sqnr_row
+from gemma4_static.oracle.episodes.boundaries import chunk_schedules, prompt_lengths
+from gemma4_static.oracle.episodes.cases import Case, chunks_text, plan
+from gemma4_static.oracle.episodes.judgement import Judgement, Scored
+from gemma4_static.oracle.episodes.scores import length_row, sqnr_row
 from gemma4_static.oracle.flow.verify import verify
-from gemma4_static.oracle.flow.verify_schedules import Case, chunks_text, plan
-from gemma4_static.oracle.fuzz.boundaries import chunk_schedules, prompt_lengths
-from gemma4_static.oracle.fuzz.episode import Judgement
 from gemma4_static.oracle.fuzz.strategies import boundaries, length_anchors, near_anchors, schedules
-from gemma4_static.ports.limits import PortLimits
+from gemma4_static.oracle.options import VerifyOptions
+from gemma4_static.oracle.results import tolerances
+from gemma4_static.oracle.results.report import Row, explained, skip_row
+from gemma4_static.oracle.results.verdict import ExitCode, Verdict
+from gemma4_static.ports.limits import ChunkLimits, PortLimits
 from tests.unit import port_adapters
 
 # The tiny model's grid (window 6, max_seq 36, a port that takes any schedule): length, schedule,
@@ -95,33 +96,35 @@ def test_the_grid_builds_these_lengths_and_schedules():
         "chunks of W + 2": (8,), "chunks of 2W": (12,), "chunks of C": (36,), "policy": None,
         "uneven mix": (1, 6, 2, 7, 3),
     }  # fmt: skip
-    cases, refused, dropped = plan(Limited(PortLimits(chunked_prefill=True)), 6, 36, budget=10**6)
+    cases, refused, dropped = plan(Limited(PortLimits(chunks=ChunkLimits(chunked=True))), 6, 36, budget=10**6)
     assert _lines(cases) == [" ".join(line.split()) for line in TINY_GRID.strip().splitlines()]
     assert refused == dropped == []
 
 
 def test_the_grid_refuses_what_a_ports_limits_refuse_and_runs_the_rest():
-    cases, refused, _ = plan(Limited(PortLimits(chunked_prefill=True, max_chunk=7)), 6, 36, budget=10**6)
+    cases, refused, _ = plan(Limited(PortLimits(chunks=ChunkLimits(chunked=True, max_length=7))), 6, 36, budget=10**6)
     assert {(case.name, case.length) for case in refused} == {
         (name, length)
         for name in ("chunks of 2W", "chunks of W + 2", "one call", "policy")
         for length in (12, 13, 20, 27)
     }
     assert len(cases) == 33 and max(max(case.chunks) for case in cases) == 7
-    cases, refused, _ = plan(Limited(PortLimits(chunked_prefill=False)), 6, 36, budget=10**6)
+    cases, refused, _ = plan(Limited(PortLimits(chunks=ChunkLimits(chunked=False))), 6, 36, budget=10**6)
     assert [case.name for case in cases] == ["policy"] * 8 and len(refused) == 36  # every split prompt refused
 
 
 def test_the_budget_keeps_the_most_telling_cases_and_counts_the_rest():
-    cases, _, dropped = plan(Limited(PortLimits(chunked_prefill=True)), 6, 36, budget=100)
+    cases, _, dropped = plan(Limited(PortLimits(chunks=ChunkLimits(chunked=True))), 6, 36, budget=100)
     assert sum(case.cost for case in cases) == 98 and len(cases) == 15 and len(dropped) == 29
     assert [case.name for case in cases[:8]] == ["policy"] * 8  # the port's own policy first, every length
 
 
 def test_each_case_runs_on_a_port_built_with_its_schedule(tiny_model):
     port_adapters.SCHEDULES_SEEN.clear()
-    result = verify(tiny_model, port=f"{port_adapters.__name__}:ScheduleRecorder", checks=("schedules",),
-                    export=False, schedules_budget=150)  # fmt: skip
+    options = VerifyOptions(
+        port=f"{port_adapters.__name__}:ScheduleRecorder", groups=("schedules",), schedules_budget=150
+    )
+    result = verify(tiny_model, options)
     cells = [cell for cell in result.figures["grid"] if cell["outcome"] == "pass"]
     ran = {(length, chunks_text(tuple(chunks))) for length, chunks in port_adapters.SCHEDULES_SEEN}
     assert len(cells) >= 10 and {(cell["length"], cell["chunks"]) for cell in cells} <= ran

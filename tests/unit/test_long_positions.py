@@ -4,9 +4,10 @@ is exact) is the self-test lane's (``test_fuzz_power.py``)."""
 
 from __future__ import annotations
 
-from gemma4_static.oracle.checks import tolerances
 from gemma4_static.oracle.flow.verify import verify
-from gemma4_static.oracle.flow.verify_long import LONG_STEPS, STAGE
+from gemma4_static.oracle.groups.long_positions import LONG_STEPS, STAGE
+from gemma4_static.oracle.options import VerifyOptions
+from gemma4_static.oracle.results import tolerances
 
 ADAPTERS = "tests.unit.port_adapters"
 
@@ -16,7 +17,7 @@ def test_the_group_fills_the_context_the_port_holds_and_compares_it(tiny_model):
     the two decode steps' slots (the decode path places the last positions itself), and the row
     compares them."""
     assert tolerances.ROPE_POSITIONS == 4100
-    rows = verify(tiny_model, port=f"{ADAPTERS}:ShortContextPort", checks=("long-positions",), export=False).rows
+    rows = verify(tiny_model, VerifyOptions(port=f"{ADAPTERS}:ShortContextPort", groups=("long-positions",))).rows
     assert [row.stage for row in rows] == [STAGE]
     (row,) = rows
     assert LONG_STEPS == 2
@@ -26,6 +27,6 @@ def test_the_group_fills_the_context_the_port_holds_and_compares_it(tiny_model):
 
 def test_a_port_that_needs_an_image_without_a_profile_is_skipped_with_the_reason(tiny_model):
     port = f"{ADAPTERS}:NeedsImageNoProfilePort"
-    rows = verify(tiny_model, port=port, checks=("schedules", "long-positions"), export=False).rows
+    rows = verify(tiny_model, VerifyOptions(port=port, groups=("schedules", "long-positions"))).rows
     assert [(row.stage, row.skipped != "") for row in rows] == [("schedules", True), (STAGE, True)]
     assert all("needs an image in every prompt" in row.skipped for row in rows)

@@ -12,12 +12,12 @@ import math
 import pytest
 
 from gemma4_static.commands import cli
-from gemma4_static.oracle.checks.figures import grid_cell
-from gemma4_static.oracle.checks.report import Row
-from gemma4_static.oracle.checks.report_json import report_document, run_metadata
+from gemma4_static.oracle.flow.merge import merge_reports
 from gemma4_static.oracle.flow.verify import verdict_over
-from gemma4_static.oracle.pages.merge import merge_reports
 from gemma4_static.oracle.pages.verify_page import verify_page
+from gemma4_static.oracle.results.figures import grid_cell
+from gemma4_static.oracle.results.report import Row
+from gemma4_static.oracle.results.report_json import report_document, run_metadata
 
 LAYERS = 2
 

@@ -10,14 +10,16 @@ import dataclasses
 import pytest
 import torch
 
-from gemma4_static.oracle.flow.verify import CHECKS, verify
-from gemma4_static.ports.base import PortPrefill
+from gemma4_static.oracle.flow.verify import verify
+from gemma4_static.oracle.groups import names
+from gemma4_static.oracle.options import VerifyOptions
+from gemma4_static.ports import PortPrefill
 from gemma4_static.ports.static import StaticRuntimePort
 
 pytestmark = pytest.mark.self_test
 FIELDS = ("logits", "hidden_states", "per_layer_inputs", "soft_tokens", "all_logits", "chunk_logits")
 UNJUDGED = ("extra",)  # free-form: what a port keeps for itself
-CHECKED = tuple(group for group in CHECKS if group not in ("export", "routing"))
+CHECKED = tuple(group for group in names() if group not in ("export", "routing"))
 
 
 def shifted(value):
@@ -62,7 +64,9 @@ def test_the_list_names_every_field():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("output", [*FIELDS, "decode", "generate"])
 def test_each_output_broken_alone_fails_verify(output, dtype, tiny_model):
-    result = verify(tiny_model, dtype=dtype, port=f"{__name__}:Broken_{output}", checks=CHECKED, schedules_budget=60)
+    result = verify(
+        tiny_model, VerifyOptions(dtype=dtype, port=f"{__name__}:Broken_{output}", groups=CHECKED, schedules_budget=60)
+    )
     failed = sorted({row.stage for row in result.rows if row.failed})
     assert failed, f"{output} broken in {dtype} and nothing failed: {result.verdict.summary()}"
 
@@ -81,6 +85,6 @@ class BrokenPlainLogits(StaticRuntimePort):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_a_port_wrong_only_on_its_plain_prefill_fails_the_prefill_logits(dtype, tiny_model):
-    result = verify(tiny_model, dtype=dtype, port=f"{__name__}:BrokenPlainLogits", checks=("layers",))
+    result = verify(tiny_model, VerifyOptions(dtype=dtype, port=f"{__name__}:BrokenPlainLogits", groups=("layers",)))
     failed = [row for row in result.rows if row.failed]
     assert failed and all(row.stage == "prefill logits" and "plain prefill" in row.check for row in failed)

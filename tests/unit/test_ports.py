@@ -8,18 +8,20 @@ import types
 import pytest
 import torch
 
-from gemma4_static.oracle.flow.port_calls import make_port
+from gemma4_static.oracle.options import VerifyOptions
+from gemma4_static.oracle.session.port_under_test import bound_builder
 from gemma4_static.ports import Gemma4Port, NotExposed, PortSetup
-from gemma4_static.ports.qnn_support import mask_update_defect
+from gemma4_static.ports.adapters.qnn.support import mask_update_defect
 from gemma4_static.ports.registry import BUILT_IN, build_port, port_factory
 from gemma4_static.ports.static import StaticRuntimePort
 
 ADAPTER = """
-from gemma4_static.ports import Gemma4Port
+from gemma4_static.ports import Gemma4Port, PortLimits, SchemeLimits
 
 
 class Adapter(Gemma4Port):
     name = "adapter in a file"
+    limits = PortLimits(schemes=SchemeLimits(("8da4w",)))
 
     def __init__(self, model, setup):
         self.setup = setup
@@ -68,14 +70,14 @@ def test_bad_port_names_are_value_errors_naming_the_port(name, message, tmp_path
 
 
 def test_a_port_gets_the_integer_scheme_in_its_setup(tmp_path):
-    """``make_port`` hands another port its scheme as ``setup.quant`` (the port quantizes itself);
-    the runtime's own options stay refused there."""
+    """The run's builder hands another port its scheme as ``setup.quant`` (the port quantizes itself);
+    the runtime's own options are refused for it when the options are made."""
     (tmp_path / "team_adapter.py").write_text(ADAPTER)
     name = f"{tmp_path / 'team_adapter.py'}:Adapter"
-    port = make_port(name, None, PortSetup(max_seq=8), quant="8da4w")
+    port = bound_builder(None, VerifyOptions(port=name, quant="8da4w"))(PortSetup(max_seq=8))
     assert port.setup == PortSetup(max_seq=8, quant="8da4w")
     with pytest.raises(ValueError, match="backend and mask_value are options of the gemma4-static runtime"):
-        make_port(name, None, PortSetup(max_seq=8), mask_value=-1.0)
+        VerifyOptions(port=name, mask_value=-1.0)
 
 
 def test_a_factory_that_returns_no_port_is_a_value_error(tmp_path):

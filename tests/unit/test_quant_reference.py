@@ -14,8 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gemma4_static.oracle.faults.catalogue import faults_named
-from gemma4_static.oracle.flow.verify_quantization import quantization_rows, weight_row
+from gemma4_static.oracle.flow.verify import selected
+from gemma4_static.oracle.groups.quantization import quantization_rows, weight_row
 from gemma4_static.oracle.numerics.reference_quant import ReferenceActivation, integer_range, reference_weight
+from gemma4_static.oracle.options import VerifyOptions
+from gemma4_static.oracle.session.calibration import SchemeSides
 from gemma4_static.quant import QuantProfile, fake_quant, parse_scheme
 from gemma4_static.quant.fake_quant import ActivationQuantizer
 
@@ -98,20 +101,20 @@ def test_blocks_down_a_column_fail_the_reference_check():
 
 def test_the_check_compares_something_or_fails():
     """No site compared is a NaN row (never a pass); XNNPACK's quantizer and a port's own recipe are
-    one SKIP row each with the reason; a float profile has no rows."""
+    one SKIP row each with the reason; a float profile does not run the group."""
     assert weight_row([], {}).failed and math.isnan(weight_row([], {}).value)
     a8w8, recipe = parse_scheme("a8w8"), parse_scheme("8da4w")
-    (skipped,) = quantization_rows(SimpleNamespace(scheme=a8w8, quant=object(), hf_sites={}))
+    (skipped,) = quantization_rows(SimpleNamespace(scheme=a8w8, sides=SchemeSides(None, adopted=object())))
     assert skipped.skipped.startswith("XNNPACK's PT2E quantizer")
     port = SimpleNamespace(name="a port")
-    (skipped,) = quantization_rows(SimpleNamespace(scheme=recipe, quant=None, port=port, hf_sites={}))
+    (skipped,) = quantization_rows(SimpleNamespace(scheme=recipe, sides=SchemeSides(None), port=port))
     assert skipped.skipped.startswith("a port quantizes itself in its own recipe (8da4w)")
-    assert list(quantization_rows(SimpleNamespace(scheme=None, quant=None, hf_sites={}))) == []
+    assert "quantization" not in selected(VerifyOptions()) and "quantization" in selected(VerifyOptions(quant="a8w8"))
 
 
 def test_a_site_without_an_hf_counterpart_is_said_and_nothing_passes_for_it():
     profile = QuantProfile(parse_scheme("a16w8"), [SimpleNamespace(name="layer 0 q_proj", activation=None)])
-    session = SimpleNamespace(scheme=profile.scheme, quant=profile, hf_sites={})
+    session = SimpleNamespace(scheme=profile.scheme, sides=SchemeSides(None, adopted=profile))
     unmatched, weights, *ranges = quantization_rows(session)
     assert unmatched.check == "sites HF's forward never reached: layer 0 q_proj" and unmatched.status == "INFO"
     assert weights.failed and all(row.failed for row in ranges)

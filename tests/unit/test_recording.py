@@ -13,8 +13,7 @@ import jsonschema
 import pytest
 import torch
 
-from gemma4_static.oracle.flow.shards import EVERY_SHARD, SPLIT_GROUP, Shard
-from gemma4_static.oracle.flow.verify import CHECKS
+from gemma4_static.oracle.groups import EVERY_SHARD, SPLIT_GROUP, names
 from gemma4_static.oracle.references import reference_folder
 from gemma4_static.oracle.references.recording import (
     NotRecorded,
@@ -25,7 +24,8 @@ from gemma4_static.oracle.references.recording import (
     recorded,
     unpack,
 )
-from gemma4_static.ports.base import PortSetup
+from gemma4_static.oracle.shards import Shard
+from gemma4_static.ports import PortSetup
 from gemma4_static.ports.prompt import Prompt
 
 CALLS: list[tuple] = []
@@ -150,10 +150,10 @@ def test_a_corrupted_missing_or_foreign_reference_is_never_judged(tmp_path):
 
 @pytest.mark.parametrize("count", [1, 2, 4, 5])
 def test_shards_run_every_group_once_and_split_the_grid(count):
-    names = list(CHECKS)
+    groups = list(names())
     shards = [Shard(index, count) for index in range(1, count + 1)]
-    runs = [name for shard in shards for name in shard.groups(names)]
-    for name in names:
+    runs = [name for shard in shards for name in shard.groups(groups, EVERY_SHARD)]
+    for name in groups:
         assert runs.count(name) == (count if name in EVERY_SHARD else 1), name
     costs = {length: 3 * length + 7 for length in range(1, 24)}  # a grid's port calls per prompt length
     shares = [shard.share(costs) for shard in shards]

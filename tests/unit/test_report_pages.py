@@ -12,14 +12,14 @@ from html.parser import HTMLParser
 import pytest
 
 from gemma4_static.commands import cli
-from gemma4_static.oracle.checks.diagrams import mask_diagram
-from gemma4_static.oracle.checks.figures import grid_cell, layer_points, position_points, relative_to_gate
-from gemma4_static.oracle.checks.report import Row
-from gemma4_static.oracle.checks.report_json import report_document
-from gemma4_static.oracle.checks.verdict import Verdict
 from gemma4_static.oracle.pages.compare import compare_reports, load_report, severity
 from gemma4_static.oracle.pages.compare_page import compare_page
 from gemma4_static.oracle.pages.verify_page import verify_page
+from gemma4_static.oracle.results.diagrams import mask_diagram
+from gemma4_static.oracle.results.figures import grid_cell, layer_points, position_points, relative_to_gate
+from gemma4_static.oracle.results.report import Row
+from gemma4_static.oracle.results.report_json import report_document
+from gemma4_static.oracle.results.verdict import Verdict
 
 RUN = {
     "port": {"name": "my-npu", "version": "0.1"},

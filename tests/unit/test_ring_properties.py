@@ -12,7 +12,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gemma4_static.cpu.cache import StaticKVCache
-from gemma4_static.oracle.checks import tolerances
+from gemma4_static.oracle.results import tolerances
 from gemma4_static.runtime import StaticGemma4Runtime
 
 MAX_SEQ = 32

@@ -7,9 +7,10 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from gemma4_static import RopeTables, build_rope, read_text_config
-from gemma4_static.oracle.checks import parity, tolerances
-from gemma4_static.oracle.checks.report import assert_rows_pass
+from gemma4_static.oracle.checks import parity
 from gemma4_static.oracle.references.hf import hf_rope
+from gemma4_static.oracle.results import tolerances
+from gemma4_static.oracle.results.report import assert_rows_pass
 from gemma4_static.ports.static import rope_of
 from tests.strategies import rope_parameters, text_configs
 

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from gemma4_static.cpu.cache import StaticKVCache
 from gemma4_static.oracle.fuzz import FuzzTarget, fuzz
+from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.references.samples import image_prompt
 from gemma4_static.ports.static import StaticRuntimePort
 
@@ -46,7 +47,7 @@ def targets(tiny_model):
         return lambda setup: StaticRuntimePort(tiny_model, setup, **options)
 
     def target(build, max_seq, image_slots=()):
-        base = FuzzTarget.of("gemma4-static", tiny_model, max_seq=max_seq, build=build)
+        base = FuzzTarget.of(tiny_model, VerifyOptions(max_seq=max_seq), build=build)
         return dataclasses.replace(base, paddings=("right", "left"), keeps_conversation=True, image_slots=image_slots)
 
     return {
@@ -99,8 +100,7 @@ class AcceptsEverything(StaticRuntimePort):
 
 
 def test_the_fuzzer_catches_a_call_that_must_be_refused(tiny_model):
-    target = FuzzTarget.of(
-        "accepts everything", tiny_model, max_seq=MAX_SEQ, build=lambda setup: AcceptsEverything(tiny_model, setup)
-    )
+    build = lambda setup: AcceptsEverything(tiny_model, setup)  # noqa: E731
+    target = FuzzTarget.of(tiny_model, VerifyOptions(max_seq=MAX_SEQ), build=build)
     result = fuzz(target, max_examples=5, seed=0, shrink=False)
     assert result.failure == "the port accepted a call it must refuse: decode before any prefill"

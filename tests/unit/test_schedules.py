@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gemma4_static.cpu.schedule import checked_schedule, chunk_starts, expand_schedule
-from gemma4_static.oracle.checks import tolerances
-from gemma4_static.oracle.flow.verify_schedules import chunks_text, plan
-from gemma4_static.oracle.fuzz.boundaries import chunk_schedules, decode_steps, prompt_lengths
-from gemma4_static.oracle.fuzz.episode import hf_history_logits
+from gemma4_static.oracle.episodes.boundaries import chunk_schedules, decode_steps, prompt_lengths
+from gemma4_static.oracle.episodes.cases import chunks_text, plan
+from gemma4_static.oracle.episodes.judgement import hf_history_logits
 from gemma4_static.oracle.references.samples import image_prompt, text_prompt
-from gemma4_static.ports import PortLimits, PortSetup
+from gemma4_static.oracle.results import tolerances
+from gemma4_static.ports import BatchLimits, ChunkLimits, Contracts, ImageLimits, PortLimits, PortSetup, SchemeLimits
 from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 from tests.strategies import around
@@ -58,16 +58,16 @@ def test_bad_schedules_are_clear_errors(schedule, error, message):
 @pytest.mark.parametrize(
     ("limits", "chunks", "reason"),
     [
-        (PortLimits(), [5, 5], "it prefills in one call"),
-        (PortLimits(chunked_prefill=True), [5, 5, 1], None),
-        (PortLimits(chunked_prefill=True, max_chunk=4), [5, 1], "a chunk of 5 exceeds its max_chunk 4"),
-        (PortLimits(chunked_prefill=True, fixed_chunk=4), [4, 4, 3], None),
-        (PortLimits(chunked_prefill=True, fixed_chunk=4), [4, 3, 4], "its program takes chunks of 4"),
-        (PortLimits(chunked_prefill=True, uniform_chunks=True), [3, 3, 2], None),
-        (PortLimits(chunked_prefill=True, uniform_chunks=True), [2, 3], "its chunks are all one length"),
-        (PortLimits(chunked_prefill=True, min_chunk=2), [1, 2], "a chunk below its min_chunk 2"),
-        (PortLimits(chunked_prefill=True, chunk_multiple=4), [4, 8, 3], None),
-        (PortLimits(chunked_prefill=True, chunk_multiple=4), [6, 3], "a chunk that is not a multiple of 4"),
+        (ChunkLimits(), [5, 5], "it prefills in one call"),
+        (ChunkLimits(chunked=True), [5, 5, 1], None),
+        (ChunkLimits(chunked=True, max_length=4), [5, 1], "a chunk of 5 exceeds its max_length 4"),
+        (ChunkLimits(chunked=True, fixed=4), [4, 4, 3], None),
+        (ChunkLimits(chunked=True, fixed=4), [4, 3, 4], "its program takes chunks of 4"),
+        (ChunkLimits(chunked=True, uniform=True), [3, 3, 2], None),
+        (ChunkLimits(chunked=True, uniform=True), [2, 3], "its chunks are all one length"),
+        (ChunkLimits(chunked=True, min_length=2), [1, 2], "a chunk below its min_length 2"),
+        (ChunkLimits(chunked=True, multiple=4), [4, 8, 3], None),
+        (ChunkLimits(chunked=True, multiple=4), [6, 3], "a chunk that is not a multiple of 4"),
     ],
 )
 def test_port_limits_say_which_chunks_a_port_refuses(limits, chunks, reason):
@@ -78,15 +78,36 @@ def test_port_limits_say_which_chunks_a_port_refuses(limits, chunks, reason):
 @pytest.mark.parametrize(
     ("limits", "message"),
     [
-        ({"padding_side": "middle"}, "padding_side must be one of ('right', 'left', None), got 'middle'"),
-        ({"max_chunk": 0}, "max_chunk must be a positive int or None, got 0"),
-        ({"needs_image": True}, "needs_image=True needs images=True"),
-        ({"schemes": ("8da4w", "int4")}, "quant scheme 'int4' has an unknown base 'int4'"),
+        (
+            lambda: BatchLimits(padding_side="middle"),
+            "padding_side must be one of ('right', 'left', None), got 'middle'",
+        ),
+        (lambda: ChunkLimits(max_length=0), "max_length must be a positive int or None, got 0"),
+        (lambda: ImageLimits(required=True), "required=True needs accepted=True"),
+        (lambda: SchemeLimits(("8da4w", "int4")), "quant scheme 'int4' has an unknown base 'int4'"),
+        (lambda: PortLimits(max_seq=0), "max_seq must be a positive int or None, got 0"),
+        (lambda: Contracts(generate_leaves="some"), "generate_leaves must be one of"),
     ],
 )
 def test_bad_port_limits_are_clear_errors(limits, message):
     with pytest.raises(ValueError) as raised:
-        PortLimits(**limits)
+        limits()
+    assert message in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        (lambda: PortLimits(images=True), "PortLimits.images must be a ImageLimits, got True"),
+        (lambda: PortLimits(batch=1), "PortLimits.batch must be a BatchLimits, got 1"),
+        (lambda: PortLimits(dtypes=("float32",)), "PortLimits.dtypes must be a non-empty tuple of torch dtypes"),
+        (lambda: ImageLimits(accepted=True, profiles=("e2b",)), "profiles must hold ImageProfile values"),
+    ],
+)
+def test_port_limits_of_the_wrong_type_are_clear_errors(limits, message):
+    """A flat field where a concern belongs (``images=True`` of the older interface) is refused by name."""
+    with pytest.raises(TypeError) as raised:
+        limits()
     assert message in str(raised.value)
 
 

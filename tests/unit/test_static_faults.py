@@ -8,6 +8,7 @@ import pytest
 
 from gemma4_static.oracle.faults.static_faults import CAUGHT_BY, StaticSchemePort
 from gemma4_static.oracle.flow.verify import verify
+from gemma4_static.oracle.options import VerifyOptions
 
 pytestmark = pytest.mark.self_test
 MODULE = "gemma4_static.oracle.faults.static_faults"
@@ -16,7 +17,7 @@ GROUPS = ("quantization", "inputs", "layers", "decode")  # every group a calibra
 
 @pytest.mark.parametrize("fault", [StaticSchemePort, *CAUGHT_BY], ids=lambda fault: fault.__name__)
 def test_a_static_scheme_fault_is_caught_by_its_stages(fault, tiny_model, report):
-    result = verify(tiny_model, port=f"{MODULE}:{fault.__name__}", quant="a8w8", checks=GROUPS, export=False)
+    result = verify(tiny_model, VerifyOptions(port=f"{MODULE}:{fault.__name__}", quant="a8w8", groups=GROUPS))
     failed = {row.stage for row in result.rows if row.failed}
     assert failed == set(CAUGHT_BY.get(fault, ())), result.verdict.summary()
     ranges = [row for row in result.rows if row.stage == "quantization"]

@@ -14,8 +14,8 @@ import pytest
 from gemma4_static.commands import cli
 from gemma4_static.commands import verify as verify_command
 from gemma4_static.oracle.checks import parity
-from gemma4_static.oracle.checks.report import Row, explained, format_row, skip_row
-from gemma4_static.oracle.checks.verdict import ExitCode, Verdict
+from gemma4_static.oracle.results.report import Row, explained, format_row, skip_row
+from gemma4_static.oracle.results.verdict import ExitCode, Verdict
 from tests.reports import read_report
 
 pytestmark = pytest.mark.usefixtures("reuse_session_models")  # the command gets the session's models
@@ -146,7 +146,7 @@ def test_version_and_progress(capsys, monkeypatch):
         def isatty(self) -> bool:
             return True
 
-    log = logging.getLogger("gemma4_static.oracle.flow.port_calls")
+    log = logging.getLogger("gemma4_static.oracle.session.port_under_test")
     for stream, quiet, shown in ((Terminal(), False, True), (Terminal(), True, False), (io.StringIO(), False, False)):
         monkeypatch.setattr("sys.stderr", stream)
         with cli.progress(quiet):

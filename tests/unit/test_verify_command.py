@@ -291,10 +291,10 @@ def test_export_command_exports_the_configured_runtime(tmp_path, capsys, monkeyp
 
 
 def test_an_interrupted_verify_writes_what_finished_marked_incomplete(tmp_path, monkeypatch):
-    from gemma4_static.oracle.checks.report import Row
     from gemma4_static.oracle.flow import verify as flow
+    from gemma4_static.oracle.results.report import Row
 
-    def interrupted(model, *, on_row, **options):
+    def interrupted(model, options, *, on_row):
         for row in (Row("masks prefill", "full", "mismatched entries", 0, 0, group="prefill-masks"),
                     Row("RoPE", "full", "max abs diff", 1.0, 2.5e-7, group="rope")):  # fmt: skip
             on_row(row)

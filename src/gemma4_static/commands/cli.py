@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ..executorch.backends import BACKENDS
+from ..oracle.options import group_names
 from . import compare as compare_command
 from . import fuzz as fuzz_command
 from . import merge as merge_command
@@ -71,8 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--config",
         choices=CONFIGS,
-        default="tiny",
-        help="embedded default model to verify (default: tiny); ignored with --checkpoint",
+        help="embedded default model to verify (default: the port's own, tiny for most; e2b-multimodal for a port "
+        "that needs an image in a fixed profile); ignored with --checkpoint",
     )
     verify.add_argument("--checkpoint", type=Path, metavar="PATH", help="a local Gemma 4 checkpoint folder")
     verify.add_argument(
@@ -133,8 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--without",
         action="append",
         default=[],
-        metavar="CHECK",
-        help="leave out a check group, e.g. rope or decode-masks (repeatable; the report's groups are listed on error)",
+        choices=group_names(),
+        metavar="GROUP",
+        help=f"leave out a check group (repeatable), one of: {', '.join(group_names())}",
     )
     verify.add_argument(
         "--port",

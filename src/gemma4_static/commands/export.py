@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..executorch.bundle import export_bundle
+from ..bundle import export_bundle
 from ..export import export_stages
 from ..oracle.references.models import build_default_model
 from ..runtime import StaticGemma4Runtime

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..executorch.backends import BACKENDS, backend_named
+from ..executorch.backends import BACKENDS
 
 DATABASE = Path(".hypothesis") / "gemma4-fuzz"  # failing examples, kept between runs (shareable)
 
@@ -66,20 +66,17 @@ def add_parser(commands: Any, bounded: Any, configs: tuple[str, ...]) -> None:
 def run_fuzz(args: argparse.Namespace) -> int:
     """Build the target, fuzz it, print the outcome; the exit code (a ``ValueError``, the port's error and
     the suite's own propagate to the command line's one mapping of them, ``cli``)."""
-    import torch
-
-    from ..oracle.checks.verdict import ExitCode
-    from ..oracle.flow.profiles import checked_profile
     from ..oracle.fuzz import FuzzTarget, fuzz
+    from ..oracle.options import VerifyOptions
     from ..oracle.references.models import build_default_model
+    from ..oracle.results.verdict import ExitCode
+    from ..oracle.session.session import checked_for_model
 
     started = time.perf_counter()
-    options = {} if backend_named(args.backend).eager else {"backend": args.backend}
+    options = VerifyOptions(port=args.port, quant=args.quant, backend=args.backend, max_seq=args.max_seq)  # usage
     model = build_default_model(args.config)
-    if args.quant is not None:
-        checked_profile(model, torch.float32, args.quant, args.backend, args.port)  # a ValueError: usage
-        options["quant"] = args.quant
-    target = FuzzTarget.of(args.port, model, max_seq=args.max_seq, **options)
+    checked_for_model(model, options)  # a ValueError: usage
+    target = FuzzTarget.of(model, options)
     profile = "" if args.quant is None else f", {args.quant} against float64"
     print(
         f"gemma4-static fuzz: port {args.port} on {args.config} ({args.backend}{profile}, max_seq {target.max_seq}, "

@@ -1,5 +1,5 @@
 """``gemma4-static merge SHARD.json ...``: the reports of ``verify --shard I/N`` joined into the whole
-run's (:mod:`..oracle.pages.merge`): its verdict printed with the whole run's coverage and exit code,
+run's (:mod:`..oracle.flow.merge`): its verdict printed with the whole run's coverage and exit code,
 optionally written as JSON and as a web page."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ def add_parser(commands: Any, writable_file: Any) -> None:
 def run_merge(args: argparse.Namespace) -> int:
     """The whole run's exit code (0 passed, 1 failed, 3 the port raised, 5 the minimum not compared);
     shards that do not make one run are a ``ValueError`` (usage, exit 2)."""
-    from ..oracle.checks.report_json import write_report
-    from ..oracle.checks.verdict import verdict_words
-    from ..oracle.pages.merge import load_shards, merge_reports
+    from ..oracle.flow.merge import load_shards, merge_reports
+    from ..oracle.results.report_json import write_report
+    from ..oracle.results.verdict import verdict_words
 
     document = merge_reports(load_shards(args.shards))
     counts = ", ".join(f"{count} {status}" for status, count in document["counts"].items())

@@ -1,12 +1,14 @@
-"""``gemma4-static new-port NAME``: an adapter skeleton for a port of one's own (every stage a
-:class:`~gemma4_static.ports.base.NotExposed` stub saying what it takes and returns) and a test file
-that runs the suite's check groups on it. Until a stage is filled in, ``verify`` says nothing was
-compared (exit 5); each stage filled in shows in the coverage line."""
+"""``gemma4-static new-port NAME``: an adapter skeleton for a port of one's own (prefill and decode as
+:class:`~gemma4_static.ports.core.NotExposed` stubs, and one commented stub per optional capability,
+generated from the capability list) and a test file that runs the suite's check groups on it (from
+the groups table). Until prefill and decode are filled in, ``verify`` says nothing was compared
+(exit 5); each capability filled in shows in the coverage line."""
 
 from __future__ import annotations
 
 import argparse
 import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +16,12 @@ NAME = re.compile(r"[a-z][a-z0-9_-]*")
 
 ADAPTER = '''"""{name}: a Gemma 4 port under the gemma4-static parity suite.
 
-Fill in the stages your port has; each one left raises NotExposed and its checks are reported as
-skipped with that reason (never as passed). Conventions (HF's, so no check converts): ids (B, S)
-int64; a 0/1 attention_mask (B, S); masks {{layer_type: (B, 1, Q, K) bool}}, True = may attend;
-RoPE {{layer_type: (cos, sin)}}, each (B, S, head_dim), rotate-half layout; hidden states
-(B, S, H); logits (B, vocab) after the final softcap.
+Fill in prefill and decode, then each capability your port has (the commented stubs below, one per
+capability, each naming the check groups it feeds); a capability left out is reported as skipped
+with the reason, never as passed. Conventions (HF's, so no check converts): ids (B, S) int64; a 0/1
+attention_mask (B, S); masks {{layer_type: (B, 1, Q, K) bool}}, True = may attend; RoPE
+{{layer_type: (cos, sin)}}, each (B, S, head_dim), rotate-half layout; hidden states (B, S, H);
+logits (B, vocab) after the final softcap.
 Run (from this folder): PYTHONPATH=. gemma4-static verify --port {module}:{cls}
 """
 
@@ -28,34 +31,20 @@ from typing import Any
 
 import torch
 
-from gemma4_static.ports.base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
-from gemma4_static.ports.prompt import Prompt
+from gemma4_static.ports import BatchLimits, Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup, Prompt
 
 
 class {cls}(Gemma4Port):
     name = "{name}"
     version = ""
-    # what it accepts: batch, padding side, max_seq, dtypes, images, chunked prefill (see PortLimits)
-    limits = PortLimits(max_batch=1, padding_side=None, dtypes=(torch.float32,))
+    # what it accepts, by concern: batch and padding, max_seq, dtypes, images (and their fixed profiles),
+    # chunks, integer schemes, contracts (see PortLimits)
+    limits = PortLimits(batch=BatchLimits(max_batch=1, padding_side=None), dtypes=(torch.float32,))
 
     def __init__(self, model: Any, setup: PortSetup) -> None:
         """``model``: the HF Gemma 4 model whose weights to load (with your own converter); ``setup``:
         the static sizes this build must take (max_seq, batch, image slots, prefill schedule)."""
         self.setup = setup
-
-    def prefill_masks(
-        self, attention_mask: torch.Tensor, mm_token_type_ids: torch.Tensor | None = None
-    ) -> dict[str, torch.Tensor]:
-        """{{layer_type: (B, 1, S, S) bool}} for a 0/1 attention_mask (B, S)."""
-        raise NotExposed(f"{{self.name}} does not expose its prefill masks yet")
-
-    def rope(self, position_ids: torch.Tensor, dtype: torch.dtype) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-        """{{layer_type: (cos, sin)}}, each (B, S, head_dim) in dtype, for position_ids (B, S)."""
-        raise NotExposed(f"{{self.name}} does not expose its RoPE tables yet")
-
-    def token_embedding(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """The scaled token embedding (B, S, H) of input_ids (B, S)."""
-        raise NotExposed(f"{{self.name}} does not expose its token embedding yet")
 
     def prefill(self, prompt: Prompt, *, keep_intermediates: bool = False) -> PortPrefill:
         """Prefill prompt (a new conversation): PortPrefill(logits (B, vocab) at each row's last
@@ -65,7 +54,7 @@ class {cls}(Gemma4Port):
     def decode(self, next_ids: torch.Tensor) -> torch.Tensor:
         """One token per row (B, 1) after the prefill, each row at its next position: (B, vocab)."""
         raise NotExposed(f"{{self.name}} does not expose its decode step yet")
-'''
+{capabilities}'''
 
 TEST = '''"""The gemma4-static parity suite on {name}: one test per check group, on the embedded tiny model
 in float32 (the plugin's own test body). Run: pytest {test_file}"""
@@ -73,15 +62,36 @@ in float32 (the plugin's own test body). Run: pytest {test_file}"""
 import pytest
 
 from gemma4_static.commands.pytest_items import check_group
-from gemma4_static.oracle.flow.verify import CHECKS, INTEGER_ONLY
+from gemma4_static.oracle.groups import names
 
 PORT = "{module}:{cls}"
 
 
-@pytest.mark.parametrize("group", [group for group in CHECKS if group not in INTEGER_ONLY])
+@pytest.mark.parametrize("group", names("float32"))
 def test_{module}_through_each_check_group(group):
     check_group(PORT, "tiny", "float32", group)
 '''
+
+
+def capability_stubs() -> str:
+    """One commented stub per method of every capability a port implements by overriding (from
+    :func:`~gemma4_static.ports.capabilities.capabilities`), under a line naming the capability and the
+    check groups that need or read it (from :data:`~gemma4_static.oracle.groups.GROUPS`)."""
+    from ..oracle.groups import GROUPS
+    from ..ports.capabilities import capabilities
+
+    blocks = []
+    for capability in capabilities():
+        if not capability.methods:  # declared, not overridden (in its limits)
+            continue
+        groups = [group.name for group in GROUPS if capability in (*group.needs, *group.reads)]
+        feeds = "; ".join(filter(None, [f"check groups {', '.join(groups)}" if groups else "", capability.uses]))
+        lines = textwrap.wrap(f"-- {capability.name} ({feeds}): {capability.summary}", 100)
+        lines = [f"    # {line}" for line in lines]
+        for signature in capability.signatures():
+            lines += [f"    # {signature.replace(chr(39), '')}:", "    #     ..."]
+        blocks.append("\n".join(lines))
+    return "\n" + "\n\n".join(blocks) + "\n"
 
 
 def add_parser(commands: Any) -> None:
@@ -104,7 +114,7 @@ def skeleton(name: str, folder: Path) -> tuple[Path, Path, str]:
     if existing:
         raise ValueError(f"new-port writes no file over another: {existing} exist already")
     folder.mkdir(parents=True, exist_ok=True)
-    adapter.write_text(ADAPTER.format(name=name, module=module, cls=cls))
+    adapter.write_text(ADAPTER.format(name=name, module=module, cls=cls, capabilities=capability_stubs()))
     test.write_text(TEST.format(name=name, module=module, cls=cls, test_file=test.name))
     return adapter, test, f"{module}:{cls}"
 

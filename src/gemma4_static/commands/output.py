@@ -1,5 +1,5 @@
 """What every command shares: the library's progress on stderr while it runs, and its errors as exit
-codes (:class:`~gemma4_static.oracle.checks.verdict.ExitCode`), each with one message."""
+codes (:class:`~gemma4_static.oracle.results.verdict.ExitCode`), each with one message."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ def exit_code_of(command: str, body: Callable[[], int]) -> int:
     """``body()``'s exit code; its errors as exit codes, each with one message on stderr: a
     ``ValueError`` is a usage error (2), the port's error names the port with its traceback (3), any
     other is an internal error of the suite with its traceback (4)."""
-    from ..oracle.checks.verdict import ExitCode
-    from ..oracle.flow.port_calls import PortRaised
+    from ..oracle.results.verdict import ExitCode
+    from ..oracle.session.port_calls import PortRaised
 
     try:
         return body()

@@ -21,14 +21,12 @@ def reported(model: str, group: str, rows: list[Any], session: Any, figures_befo
     group added to ``session`` and what the report names about the run."""
     from dataclasses import asdict
 
-    from ..oracle.flow.verify import profile_name
-
     figures = {name: value for name, value in session.figures.items() if name not in figures_before}
     facts = {
         "port": session.port.name,
         "version": str(session.port.version or ""),
-        "profile": profile_name(session.dtype, None if session.scheme is None else session.scheme.name),
-        "backend": session.backend,
+        "profile": session.options.profile,
+        "backend": session.options.backend,
         "layers": session.config.get_text_config().num_hidden_layers,
     }
     return REPORTED, (model, group, [asdict(row) for row in rows], figures, facts)
@@ -62,12 +60,12 @@ def clear() -> None:
 def write_pages(path: Path, order: list[str], interrupted: bool) -> list[Path]:
     """A page per model reported (``path`` itself for one model, else ``path``'s stem + ``-MODEL``),
     the groups in ``order`` (the verify flow's); the pages written."""
-    from ..oracle.checks.report import Row
-    from ..oracle.checks.report_json import report_document, run_metadata
-    from ..oracle.flow.sample_plan import SEEDS
     from ..oracle.flow.verify import verdict_over
     from ..oracle.numerics.kernel_sets import active_kernels
     from ..oracle.pages.verify_page import verify_page
+    from ..oracle.results.report import Row
+    from ..oracle.results.report_json import report_document, run_metadata
+    from ..oracle.session.sample_plan import SEEDS
 
     written = []
     for model, entry in sorted(_reported.items()):

@@ -42,6 +42,20 @@ def close_sessions() -> None:
     _sessions.clear()
 
 
+def port_options(port: str, dtype: str, quant: str | None = None) -> Any:
+    """The run's :class:`~gemma4_static.oracle.options.VerifyOptions` for ``port`` in ``dtype`` (or
+    integer scheme ``quant`` over float32), with this session's plugin options (the grid's budget,
+    the recorded reference)."""
+    import torch
+
+    from ..oracle.options import GRID_BUDGET, VerifyOptions
+
+    budget = OPTIONS.get("--gemma4-schedules-budget") or GRID_BUDGET
+    return VerifyOptions(
+        port=port, dtype=getattr(torch, dtype), quant=quant, schedules_budget=budget, reference=recorded_reference()
+    )
+
+
 def port_session(port: str, model: str, dtype: str, quant: str | None = None) -> Any:
     """The verification session of ``port`` on embedded ``model`` in ``dtype`` (or integer scheme
     ``quant`` over float32), built once per process (HF's answers from ``--gemma4-reference`` where given)."""
@@ -49,15 +63,11 @@ def port_session(port: str, model: str, dtype: str, quant: str | None = None) ->
     if key not in _sessions:
         import torch
 
-        from ..oracle.flow.session import open_session
-        from ..oracle.flow.verify import profile_name
         from ..oracle.references.models import build_default_model
-        from ..oracle.references.reference_folder import admission
+        from ..oracle.session.session import open_session
 
         with torch.no_grad(), answering():
-            built = build_default_model(model)
-            admit = admission(built, recorded_reference(), port, profile_name(getattr(torch, dtype), quant), quant)
-            _sessions[key] = open_session(built, dtype=getattr(torch, dtype), port=port, quant=quant, admit=admit)
+            _sessions[key] = open_session(build_default_model(model), port_options(port, dtype, quant))
     return _sessions[key]
 
 
@@ -65,7 +75,7 @@ def judge(rows: list[Any], port: Any) -> None:
     """A group's outcome from its rows (statuses already set, XFAIL where the port documents a
     failure): ``AssertionError`` naming the first failing row; an expected failure when every failure
     is documented; a skip when nothing was compared (every row skipped, or measured only)."""
-    from ..oracle.checks.report import format_row
+    from ..oracle.results.report import format_row
 
     failed = [row for row in rows if row.failed]
     if failed:
@@ -87,7 +97,7 @@ def check_group(
     on_rows: Callable[[list[Any]], None] | None = None,
     quant: str | None = None,
 ) -> list[Any]:
-    """Run check ``group`` (a name of the verify flow's ``CHECKS``) of ``port`` on embedded ``model``
+    """Run check ``group`` (a name of :data:`~gemma4_static.oracle.groups.GROUPS`) of ``port`` on embedded ``model``
     in ``dtype`` (or integer scheme ``quant``), :func:`judge` its rows and return them (``on_rows``
     sees them before the judgement): a test body, for this plugin and for a suite's own lane."""
     import torch
@@ -95,9 +105,6 @@ def check_group(
     from ..oracle.flow.verify import run_group
 
     session = port_session(port, model, dtype, quant)
-    budget = OPTIONS.get("--gemma4-schedules-budget")
-    if budget is not None:
-        session.schedules_budget = budget
     with torch.no_grad(), answering():
         rows = run_group(session, group)
     if on_rows is not None:
@@ -158,7 +165,7 @@ class FuzzShard(_SpecItem):
         slug = "".join(c if c.isalnum() else "-" for c in port)
         folder = root / "gemma4-fuzz-reproduction" / f"{slug}-{model}-{shard}"
         result = fuzz(
-            FuzzTarget.of(port, build_default_model(model)),
+            FuzzTarget.of(build_default_model(model), port_options(port, "float32")),
             max_examples=examples,
             seed=shard,
             database=database,

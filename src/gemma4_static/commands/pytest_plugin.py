@@ -6,11 +6,11 @@ the session collects no test files: it is one test per embedded model and check 
 verification flow (``gemma4-static verify``), against HF. A test fails on the group's first failing
 row (data-flow order, so where the port first diverges), is skipped with the reasons when the port
 exposes nothing the group checks, and is an expected failure with the port's own reason when every
-failing row is a divergence the port documents (:meth:`~gemma4_static.ports.base.Gemma4Port.explain`).
+failing row is a divergence the port documents (:meth:`~gemma4_static.ports.Gemma4Port.explain`).
 Each model and its session are built once per process (per xdist worker), and their ports closed at
 the end. Green must mean something was compared: each test reports the stages it compared, and the
 session fails (exit code 5, one line saying what is missing) when, for a model, the minimum of
-:data:`~gemma4_static.oracle.checks.verdict.MINIMUM` was not compared, even with every test skipped.
+:data:`~gemma4_static.oracle.results.verdict.MINIMUM` was not compared, even with every test skipped.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ from . import plugin_report
 from .pytest_items import COMPARED, OPTIONS, FuzzShard, PortCheck, close_sessions, recorded_reference
 
 MODELS = ("tiny", "e2b-vision", "e2b-geometry", "e2b-multimodal")
-DEFAULT_MODELS = ("tiny", "e2b-geometry")
-PROFILE_MODELS = ("e2b-multimodal",)  # the default of a port that needs an image in a fixed E2B profile
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -111,7 +109,7 @@ def pytest_collection(session: pytest.Session) -> bool | None:
             session, name=f"{port}[{model}-{profile}]::{group}", spec=(port, model, dtype, quant, group)
         )
         for model in models
-        for group in _groups(quant)
+        for group in _groups(dtype, quant)
     ]
     examples = config.getoption("--gemma4-fuzz")
     shards = _workers(config)
@@ -127,12 +125,11 @@ def pytest_collection(session: pytest.Session) -> bool | None:
     return True
 
 
-def _groups(quant: str | None) -> list[str]:
-    """The check groups of the verify flow a session runs, in its order (the integer-only groups only
-    in an integer profile: they have rows there alone)."""
-    from ..oracle.flow.verify import CHECKS, INTEGER_ONLY
+def _groups(dtype: str, quant: str | None) -> list[str]:
+    """The check groups a session runs, in data-flow order: those with rows in its profile's kind."""
+    from ..oracle.groups import kind_of, names
 
-    return [group for group in CHECKS if quant is not None or group not in INTEGER_ONLY]
+    return list(names(kind_of(dtype, quant)))
 
 
 def _workers(config: pytest.Config) -> int:
@@ -196,7 +193,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     page = session.config.getoption("--gemma4-html")
     if page is not None:
-        groups = _groups(session.config.getoption("--gemma4-quant"))
+        groups = _groups(session.config.getoption("--gemma4-dtype"), session.config.getoption("--gemma4-quant"))
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
         for written in plugin_report.write_pages(page, groups, interrupted):
             print(f"\ngemma4: report page written to {written}")
@@ -211,16 +208,15 @@ def _models(config: pytest.Config) -> list[str]:
     chosen = config.getoption("--gemma4-model")
     if chosen:
         return chosen
+    from ..oracle.references.models import default_models
     from ..ports.registry import declared_limits, port_factory
 
-    limits = declared_limits(port_factory(config.getoption("--gemma4-port")))
-    profiled = limits is not None and limits.needs_image and bool(limits.image_profiles)
-    return list(PROFILE_MODELS if profiled else DEFAULT_MODELS)
+    return list(default_models(declared_limits(port_factory(config.getoption("--gemma4-port")))))
 
 
 def _lacking(config: pytest.Config) -> dict[str, list[str]]:
     """Per model of the session, the stages of the minimum nothing compared."""
-    from ..oracle.checks.verdict import MINIMUM
+    from ..oracle.results.verdict import MINIMUM
 
     models = _models(config)
     lacking = {model: [stage for stage in MINIMUM if stage not in _compared.get(model, set())] for model in models}

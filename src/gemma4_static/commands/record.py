@@ -19,6 +19,7 @@ from typing import Any
 def add_parser(commands: Any, bounded: Any, configs: tuple[str, ...]) -> None:
     record = commands.add_parser("record", help="record HF's answers once, for verify --reference to judge from")
     record.add_argument("--out", type=Path, required=True, metavar="DIR", help="the reference folder to write")
+    record.add_argument("--force", action="store_true", help="replace a reference already in --out")
     record.add_argument("--config", choices=configs, default="tiny", help="embedded model (default: tiny)")
     record.add_argument("--checkpoint", type=Path, metavar="PATH", help="a local Gemma 4 checkpoint folder")
     record.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32", help="the profile")
@@ -42,12 +43,15 @@ def run_record(args: argparse.Namespace) -> int:
     import torch
 
     from ..oracle.flow import verify
-    from ..oracle.flow.sample_plan import SEEDS
+    from ..oracle.options import GRID_BUDGET, VerifyOptions
     from ..oracle.references import checkpoints, models
-    from ..oracle.references.reference_folder import new_reference, save_reference
-    from ..ports.registry import BUILT_IN, DEFAULT_PORT, STAND_IN, port_factory
+    from ..oracle.references.reference_folder import checked_output, new_reference, save_reference
+    from ..oracle.session.sample_plan import SEEDS
+    from ..ports.registry import BUILT_IN, DEFAULT_PORT, port_factory
+    from ..ports.stand_in import STAND_IN
 
     started = time.perf_counter()
+    checked_output(args.out, force=args.force)  # before any work: a ValueError is a usage error
     if args.checkpoint is not None:
         model, name = checkpoints.load_checkpoint(args.checkpoint), str(args.checkpoint)
     else:
@@ -72,15 +76,15 @@ def run_record(args: argparse.Namespace) -> int:
         reference.label = (port, stand_in)
         begun = time.perf_counter()
         try:
-            result = verify.verify(
-                model,
+            options = VerifyOptions(
+                port=f"{STAND_IN}{port}" if stand_in else port,
                 dtype=getattr(torch, args.dtype),
                 max_seq=args.max_seq,
                 steps=args.steps,
-                port=f"{STAND_IN}{port}" if stand_in else port,
-                schedules_budget=args.schedules_budget,
+                schedules_budget=args.schedules_budget or GRID_BUDGET,
                 reference=reference,
             )
+            result = verify.verify(model, options)
         except ValueError as error:  # a port this model or profile cannot be judged on
             if args.port:
                 raise

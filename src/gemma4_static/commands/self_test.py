@@ -6,40 +6,26 @@ import sys
 import time
 from typing import Any
 
-import torch
-
 from ..oracle.faults.catalogue import faults_named
 from ..oracle.faults.self_test import format_result, run_self_test
+from ..oracle.flow.verify import selected
+from ..oracle.options import VerifyOptions
 
 
 def self_test_command(
-    model: Any,
-    name: str,
-    fault_names: list[str] | None,
-    checks: tuple[str, ...],
-    dtype: torch.dtype,
-    backend: str,
-    started: float,
-    *,
-    quant: str | None = None,
+    model: Any, name: str, fault_names: list[str] | None, options: VerifyOptions, started: float
 ) -> int:
     """``verify --self-test``: prints a line per fault; exit 0 when the fault-free run passes and every
     applicable fault is caught, 1 otherwise."""
     faults = faults_named(fault_names)
-    profile = quant or str(dtype).removeprefix("torch.")
+    profile = options.quant or str(options.dtype).removeprefix("torch.")
     print(
-        f"gemma4-static verify --self-test: {name} ({profile}, backend {backend}), {len(faults)} faults, "
-        f"checks {', '.join(checks)}",
+        f"gemma4-static verify --self-test: {name} ({profile}, backend {options.backend}), {len(faults)} faults, "
+        f"checks {', '.join(selected(options))}",
         flush=True,
     )
     baseline, results = run_self_test(
-        model,
-        faults=faults,
-        checks=checks,
-        dtype=dtype,
-        backend=backend,
-        quant=quant,
-        on_result=lambda result: print(format_result(result), flush=True),
+        model, options, faults=faults, on_result=lambda result: print(format_result(result), flush=True)
     )
     broken = [row for row in baseline if row.failed]
     broken_checks = [result.fault.name for result in results if result.oracle_crashed]

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..oracle.flow.sensitivity import run_sensitivity
 from ..oracle.numerics.sensitivity_report import as_json, table_lines, write_chart
-from ..ports.registry import DEFAULT_PORT
+from ..oracle.options import VerifyOptions
 
 
 def chart_path(json_path: Path | None, name: str, scheme: str) -> Path:
@@ -18,12 +18,11 @@ def chart_path(json_path: Path | None, name: str, scheme: str) -> Path:
     return Path(f"sensitivity-{safe}.png")
 
 
-def sensitivity_section(
-    model: Any, name: str, scheme: str, json_path: Path | None, *, max_seq: int | None, port: str = DEFAULT_PORT
-) -> dict:
-    """Run the sweep (of ``port``: this runtime, or another port's own switches), print its table,
-    write its chart; the JSON report's ``sensitivity`` section."""
-    sweep = run_sensitivity(model, scheme, max_seq=max_seq, port=port)
+def sensitivity_section(model: Any, name: str, options: VerifyOptions, json_path: Path | None) -> dict:
+    """Run the sweep of ``options.quant`` (of ``options.port``: this runtime, or another port's own
+    switches), print its table, write its chart; the JSON report's ``sensitivity`` section."""
+    scheme = options.quant
+    sweep = run_sensitivity(model, options)
     print("\n".join(table_lines(sweep)), flush=True)
     path = chart_path(json_path, name, scheme)
     write_chart(sweep, path, title=f"{name}, {scheme}: which group costs the most (KL at the logits)")

@@ -1,6 +1,6 @@
 """``gemma4-static verify``: the checks (or the fault self-test) on an embedded model or a checkpoint,
 printed row by row with the verdict, optionally as strict JSON with the integer profile's sensitivity
-sweep. Exit codes: :class:`~gemma4_static.oracle.checks.verdict.ExitCode`."""
+sweep. Exit codes: :class:`~gemma4_static.oracle.results.verdict.ExitCode`."""
 
 from __future__ import annotations
 
@@ -13,14 +13,16 @@ from typing import TextIO
 import torch
 
 from ..executorch.backends import backend_named
-from ..oracle.checks.report import Row, format_row
-from ..oracle.checks.report_json import report_document, run_metadata, write_report
-from ..oracle.checks.verdict import ExitCode
 from ..oracle.flow import verify  # looked up per call: a test's substitute must not outlive it
-from ..oracle.flow.sample_plan import SEEDS
 from ..oracle.numerics.kernel_sets import active_kernels
+from ..oracle.options import GRID_BUDGET, VerifyOptions, group_names
 from ..oracle.references import checkpoints, models  # looked up per call: tests substitute their builders
 from ..oracle.references.recording import Recording
+from ..oracle.results.report import Row, format_row
+from ..oracle.results.report_json import report_document, run_metadata, write_report
+from ..oracle.results.verdict import ExitCode
+from ..oracle.session.sample_plan import SEEDS
+from ..ports.registry import declared_limits, port_factory
 
 
 def colour_on(stream: TextIO) -> bool:
@@ -33,24 +35,41 @@ def _usage(message: object) -> int:
     return ExitCode.USAGE
 
 
+def options_of(args: argparse.Namespace) -> VerifyOptions:
+    """The run's options from the command line (a ``ValueError`` names a bad one: usage, exit 2)."""
+    from ..oracle.references.reference_folder import open_reference
+    from ..oracle.shards import Shard
+
+    left_out = {*args.without, *(["export"] if args.no_export else [])}
+    return VerifyOptions(
+        port=args.port,
+        dtype=getattr(torch, args.dtype),
+        quant=args.quant,
+        backend=args.backend,
+        mask_value=args.mask_value,
+        max_seq=args.max_seq,
+        steps=args.steps,
+        groups=tuple(name for name in group_names() if name not in left_out),
+        schedules_budget=args.schedules_budget or GRID_BUDGET,
+        reference=None if args.reference is None else open_reference(args.reference),
+        shard=None if args.shard is None else Shard.parse(args.shard),
+    )
+
+
+def model_of(args: argparse.Namespace) -> tuple[object, str]:
+    """The model to verify and its name: the checkpoint, the embedded ``--config``, or the port's own
+    default model (:func:`~gemma4_static.oracle.references.models.default_models`)."""
+    if args.checkpoint is not None:
+        return checkpoints.load_checkpoint(args.checkpoint), str(args.checkpoint)
+    name = args.config or models.default_models(declared_limits(port_factory(args.port)))[0]
+    return models.build_default_model(name), name
+
+
 def run_verify(args: argparse.Namespace) -> int:
     """The verification's exit code: 0 passed, 1 a check failed, 5 the minimum was not compared
     (:class:`ExitCode`); a ``ValueError`` (usage), the port's error and the suite's own propagate to
     the command line's one mapping of them (``cli``)."""
     started = time.perf_counter()
-    if args.checkpoint is not None:
-        try:
-            model = checkpoints.load_checkpoint(args.checkpoint)
-        except ValueError as error:
-            return _usage(error)
-        name = str(args.checkpoint)
-    else:
-        model = models.build_default_model(args.config)
-        name = args.config
-    unknown = sorted(set(args.without) - set(verify.CHECKS))
-    if unknown:
-        return _usage(f"--without names unknown checks {unknown}; expected some of {list(verify.CHECKS)}")
-    checks = tuple(check for check in verify.CHECKS if check not in args.without)
     if args.self_test and (args.json is not None or args.html is not None):
         return _usage(
             "--json and --html write a verification's report; --self-test prints which check catches each fault"
@@ -59,20 +78,23 @@ def run_verify(args: argparse.Namespace) -> int:
         return _usage("--sensitivity needs --quant SCHEME on backend torch")
     if args.self_test and (args.reference is not None or args.shard is not None):
         return _usage("--self-test injects faults into live runs; --reference and --shard judge a verification")
+    try:
+        options = options_of(args)
+        model, name = model_of(args)
+    except ValueError as error:
+        return _usage(error)
     if args.self_test:
         from .self_test import self_test_command
 
-        dtype = getattr(torch, args.dtype)
-        return self_test_command(model, name, args.fault, checks, dtype, args.backend, started, quant=args.quant)
-    return _report(args, model, name, checks, started)
+        return self_test_command(model, name, args.fault, options, started)
+    return _report(args, model, name, options, started)
 
 
-def _report(args: argparse.Namespace, model: object, name: str, checks: tuple[str, ...], started: float) -> int:
+def _report(args: argparse.Namespace, model: object, name: str, options: VerifyOptions, started: float) -> int:
     """Run the verification, print every row and the verdict, write the JSON and the page (also what
     finished when it is interrupted); the verdict's exit code."""
     kernels = active_kernels()
-    dtype = getattr(torch, args.dtype)
-    profile = verify.profile_name(dtype, args.quant)
+    profile = options.profile
     print(f"gemma4-static verify: {name} ({type(model).__name__}, {profile}; port {args.port}; {kernels})", flush=True)
     colour = colour_on(sys.stdout)
     first_failure = [True]
@@ -83,45 +105,30 @@ def _report(args: argparse.Namespace, model: object, name: str, checks: tuple[st
         print(format_row(row, colour=colour) + ("   <- first divergence" if marked else ""), flush=True)
 
     seen: list[Row] = []
-    judged = _judged_from(args)
-    if judged["reference"] is not None:
-        print(f"gemma4-static verify: HF's answers from {judged['reference'].describe()}", flush=True)
-    hf = judged["reference"].recording if judged["reference"] is not None else Recording("live")
+    if options.reference is not None:
+        print(f"gemma4-static verify: HF's answers from {options.reference.describe()}", flush=True)
+    hf = options.reference.recording if options.reference is not None else Recording("live")
     try:
         with hf.active():
-            result = verify.verify(
-                model,
-                dtype=dtype,
-                max_seq=args.max_seq,
-                steps=args.steps,
-                export=not args.no_export,
-                backend=args.backend,
-                mask_value=args.mask_value,
-                checks=checks,
-                port=args.port,
-                quant=args.quant,
-                schedules_budget=args.schedules_budget,
-                on_row=lambda row: (show(row), seen.append(row)),
-                **judged,
-            )
+            result = verify.verify(model, options, on_row=lambda row: (show(row), seen.append(row)))
     except KeyboardInterrupt:
         verdict = verify.verdict_over(seen, model.config.get_text_config().num_hidden_layers)
         run = _run_metadata(args.port, "", profile, args.backend, name, kernels)
         incomplete = f"interrupted after {len(seen)} rows; the check groups after them did not run"
-        _write(args, report_document(verdict, run, {"incomplete": incomplete} | _split(judged, model)))
+        _write(args, report_document(verdict, run, {"incomplete": incomplete} | _split(options, model)))
         raise
     verdict = result.verdict
     overflowing = [row for row in result.rows if row.failed and row.stage == "overflow"]
     if overflowing:
         print(f"verify: first overflow in {args.dtype}: {overflowing[0].check}")
-    how = "read back from the reference" if judged["reference"] is not None else "computed live"
+    how = "read back from the reference" if options.reference is not None else "computed live"
     print(f"verify: {hf.asked} answers of HF {how} in {hf.seconds:.1f} s")
     print(f"verify: {verdict.summary()} ({time.perf_counter() - started:.1f} s)")
-    extra = {"figures": result.figures} | _split(judged, model)
+    extra = {"figures": result.figures} | _split(options, model)
     if args.sensitivity:
         from .sensitivity import sensitivity_section
 
-        extra |= sensitivity_section(model, name, args.quant, args.json, max_seq=args.max_seq, port=args.port)
+        extra |= sensitivity_section(model, name, options, args.json)
     run = _run_metadata(result.port_name, result.port_version, result.profile, result.backend, name, kernels)
     try:
         _write(args, report_document(verdict, run, extra))
@@ -130,27 +137,16 @@ def _report(args: argparse.Namespace, model: object, name: str, checks: tuple[st
     return verdict.exit_code
 
 
-def _judged_from(args: argparse.Namespace) -> dict:
-    """The reference (opened and checked) and the shard the command line names (``ValueError``: usage)."""
-    from ..oracle.flow.shards import Shard
-    from ..oracle.references.reference_folder import open_reference
-
-    return {
-        "reference": None if args.reference is None else open_reference(args.reference),
-        "shard": None if args.shard is None else Shard.parse(args.shard),
-    }
-
-
-def _split(judged: dict, model: object) -> dict:
+def _split(options: VerifyOptions, model: object) -> dict:
     """The report's sections naming the reference judged against and the shard run (what merge reads)."""
     section = {}
-    if judged["reference"] is not None:
-        reference = judged["reference"]
+    if options.reference is not None:
+        reference = options.reference
         answers = reference.manifest["answers"]["sha256"]
         section["reference"] = {"folder": str(reference.folder), "describe": reference.describe(), "answers": answers}
-    if judged["shard"] is not None:
+    if options.shard is not None:
         layers = model.config.get_text_config().num_hidden_layers
-        section["shard"] = judged["shard"].as_dict() | {"num_layers": layers}
+        section["shard"] = options.shard.as_dict() | {"num_layers": layers}
     return section
 
 

@@ -5,7 +5,7 @@ the cache buffers (ExecuTorch's memory planning with ``share_mutable_buffers``).
 The CPU side stays outside the program: positions, the additive masks per layer type and the cache
 slots each step's K/V go to come from the :class:`~gemma4_static.stack.LayerStack`'s own mask table
 and cache bookkeeping (:mod:`~gemma4_static.executorch.step_inputs`). :class:`CacheProgram` is what the
-runtime's ``backend="executorch"`` drives; :mod:`~gemma4_static.executorch.bundle` writes the program to a file.
+runtime's ``backend="executorch"`` drives; :mod:`~gemma4_static.bundle` writes the program to a file.
 """
 
 from __future__ import annotations

@@ -14,21 +14,23 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .base import Gemma4Port, PortLimits, PortSetup
+from .core import PortSetup
+from .limits import PortLimits
+from .port import Gemma4Port
+from .stand_in import STAND_IN, stand_in_for
 
 Factory = Callable[[Any, PortSetup], Gemma4Port]
 
 # name -> "module:factory" (imported only when asked for: a port's own dependencies stay optional)
 BUILT_IN = {
     "gemma4-static": "gemma4_static.ports.static:StaticRuntimePort",
-    "executorch-gemma4": "gemma4_static.ports.executorch_gemma4:ExecuTorchGemma4Port",
-    "qnn-gemma4": "gemma4_static.ports.qnn_gemma4:QnnGemma4Port",
-    "tico-gemma4": "gemma4_static.ports.tico_gemma4:TicoGemma4Port",
+    "executorch-gemma4": "gemma4_static.ports.adapters.executorch.port:ExecuTorchGemma4Port",
+    "qnn-gemma4": "gemma4_static.ports.adapters.qnn.port:QnnGemma4Port",
+    "tico-gemma4": "gemma4_static.ports.adapters.tico.port:TicoGemma4Port",
 }
 # the extra that installs a built-in port's own dependencies
 EXTRAS = {"executorch-gemma4": "ports", "qnn-gemma4": "ports", "tico-gemma4": "tico"}
 DEFAULT_PORT = "gemma4-static"
-STAND_IN = "stand-in:"  # stand-in:NAME, this runtime under port NAME's declared limits (.stand_in)
 
 
 def _import(module_name: str) -> ModuleType:
@@ -52,8 +54,6 @@ def port_factory(name: str) -> Factory:
     if not isinstance(name, str) or not name:
         raise ValueError(f"port must be {expected}, got {name!r}")
     if name.startswith(STAND_IN):  # this runtime under another port's limits (what record runs)
-        from .stand_in import stand_in_for
-
         return stand_in_for(name.removeprefix(STAND_IN), port_factory(name.removeprefix(STAND_IN)))
     target = BUILT_IN.get(name, name)
     module_name, _, attribute = target.rpartition(":")

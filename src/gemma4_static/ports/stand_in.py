@@ -9,9 +9,12 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from .base import Gemma4Port, PortSetup
-from .registry import STAND_IN
+from .core import PortSetup
+from .limits import SchemeLimits
+from .port import Gemma4Port
 from .static import StaticRuntimePort
+
+STAND_IN = "stand-in:"  # stand-in:NAME, this runtime under port NAME's declared limits
 
 
 def stand_in_for(name: str, factory: Callable[[Any, PortSetup], Gemma4Port]) -> Callable[[Any, PortSetup], Gemma4Port]:
@@ -22,7 +25,7 @@ def stand_in_for(name: str, factory: Callable[[Any, PortSetup], Gemma4Port]) -> 
         raise ValueError(
             f"port {name!r} declares no limits before it is built: record it on the port itself (record --live)"
         )
-    limits = dataclasses.replace(limits, schemes=(), recipes=())
+    limits = dataclasses.replace(limits, schemes=SchemeLimits())
 
     def build(model: Any, setup: PortSetup) -> Gemma4Port:
         port = StaticRuntimePort(model, setup)

@@ -15,7 +15,10 @@ from ..cpu.rope import build_rope
 from ..export import StageCase, stage_cases
 from ..quant import QuantProfile
 from ..runtime import StaticGemma4Runtime
-from .base import Gemma4Port, NotExposed, PortLimits, PortPrefill, PortSetup
+from .capabilities.runtime_internals import RUNTIME_INTERNALS
+from .core import NotExposed, PortPrefill, PortSetup
+from .limits import BatchLimits, ChunkLimits, ImageLimits, PortLimits
+from .port import Gemma4Port
 from .prompt import Prompt
 
 
@@ -47,11 +50,12 @@ class StaticRuntimePort(Gemma4Port):
 
     name = "gemma4-static"
     limits = PortLimits(
-        padding_side="right",
+        batch=BatchLimits(padding_side="right"),
         dtypes=(torch.float32, torch.bfloat16, torch.float16),
-        images=True,
-        chunked_prefill=True,  # any schedule: chunks of different lengths in one prefill
+        images=ImageLimits(accepted=True),
+        chunks=ChunkLimits(chunked=True),  # any schedule: chunks of different lengths in one prefill
     )
+    declares = (RUNTIME_INTERNALS.name,)
 
     def __init__(
         self,
@@ -73,7 +77,8 @@ class StaticRuntimePort(Gemma4Port):
         self.images: tuple = (None, None)  # the last prefill's pixel values and positions (for its export cases)
         program = self.runtime.program
         if program is not None:  # the one-program form: a call of its prefill method takes up to its length
-            self.limits = dataclasses.replace(self.limits, max_chunk=program.chunk)
+            chunks = dataclasses.replace(self.limits.chunks, max_length=program.chunk)
+            self.limits = dataclasses.replace(self.limits, chunks=chunks)
 
     def prefill_schedule(self, length: int) -> list[int]:
         """The layout's own: chunks of its ``prefill_chunk`` (the one-program form: of its prefill

@@ -1,7 +1,7 @@
 """Each parity check of the static runtime against HF, written once, returning report rows.
 
 ``gemma4-static verify`` merges the rows into its report; the parametrized tests assert them with
-:func:`~gemma4_static.oracle.checks.report.assert_rows_pass`, which names the first row that failed. Rows
+:func:`~gemma4_static.oracle.results.report.assert_rows_pass`, which names the first row that failed. Rows
 come in data-flow order (embeddings before layer 0, layer 0 before layer 1, K before V).
 Tolerances come from :mod:`~gemma4_static.oracle.tolerances`.
 """
@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from ...export import StageCase, export_case
-from ...ports.base import Gemma4Port
+from ...ports import Gemma4Port
 from ...runtime import PrefillOutputs
 from ..numerics.parity_numerics import decision_rows, greedy_rows
 from ..references.hf import (
@@ -29,8 +29,8 @@ from ..references.hf import (
 from ..references.hf_cache import paired_kv
 from ..references.hf_vision import hf_image_features
 from ..references.samples import Prompt
-from . import tolerances
-from .report import Row
+from ..results import tolerances
+from ..results.report import Row
 
 PLACEHOLDER_FIELDS = ("image_token_id", "video_token_id", "audio_token_id")  # what HF maps to the pad id
 

@@ -11,10 +11,10 @@ import torch
 from ...cpu.masks import build_chunk_bool_masks
 from ...spec import read_text_config
 from ..references.hf import hf_decode_visible_positions, hf_prefill_bool_masks
-from . import tolerances
-from .diagrams import mask_diagram
+from ..results import tolerances
+from ..results.diagrams import mask_diagram
+from ..results.report import Row
 from .parity import count_row
-from .report import Row
 
 
 def _mask_rows(

@@ -15,9 +15,9 @@ from ...cpu.vision import build_vision_inputs
 from ...npu.vision import VisionEncoder
 from ...spec import read_model
 from ..references.hf_vision import hf_vision_mask, hf_vision_outputs, hf_vision_rope
-from . import tolerances
+from ..results import tolerances
+from ..results.report import Row
 from .parity import compare, stage_row
-from .report import Row
 
 
 def vision_encoder(model: Any) -> VisionEncoder:

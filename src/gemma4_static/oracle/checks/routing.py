@@ -33,7 +33,7 @@ from ...npu.experts import Router
 from ...runtime import StaticGemma4Runtime
 from ...spec import text_module
 from ...stack import LayerStack
-from .report import Row
+from ..results.report import Row
 
 # Twice the worst log-probability shift between this runtime's and HF's router scores at the experts
 # that decide the top k, over the MoE fixtures' prefill rows (26B-A4B geometry: 5.2e-5).

@@ -12,7 +12,7 @@ import dataclasses
 import torch
 
 from ...export import StageCase
-from ...ports.base import PortPrefill
+from ...ports import PortPrefill
 from ...ports.prompt import Prompt
 from .port_faults import WrappedRuntimePort
 

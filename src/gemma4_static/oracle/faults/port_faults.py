@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ...ports.base import Gemma4Port, PortPrefill, PortSetup
+from ...ports import Gemma4Port, ImageLimits, PortPrefill, PortSetup
 from ...ports.prompt import Prompt
 from ...ports.static import StaticRuntimePort
 from ...runtime import StaticGemma4Runtime
@@ -26,7 +26,7 @@ class WrappedRuntimePort(Gemma4Port):
     """This runtime seen from outside: no internals exposed (its checks are SKIP, as for any port)."""
 
     name = "wrapped gemma4-static"
-    limits = dataclasses.replace(StaticRuntimePort.limits, images=False)  # text, as other teams' ports
+    limits = dataclasses.replace(StaticRuntimePort.limits, images=ImageLimits())  # text, as other teams' ports
     bug = "none: this runtime as it is"
 
     def __init__(self, model: Any, setup: PortSetup) -> None:

@@ -4,16 +4,16 @@ caught it. A fault no check catches means the suite has a blind spot: the self-t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from ...executorch.cache_program import fresh_programs
-from ..checks.report import Row
-from ..flow.port_calls import raised_in
-from ..flow.verify import CHECKS, run_verification
+from ..flow.verify import run_verification
+from ..options import VerifyOptions
+from ..results.report import Row
+from ..session.port_calls import raised_in
 from .catalogue import CATALOGUE
 from .faults import Fault
 
@@ -41,48 +41,35 @@ class FaultResult:
 
 def run_self_test(
     model: Any,
+    options: VerifyOptions | None = None,
     *,
     faults: tuple[Fault, ...] = CATALOGUE,
-    checks: tuple[str, ...] = tuple(CHECKS),
-    dtype: torch.dtype = torch.float32,
-    backend: str = "torch",
-    quant: str | None = None,
     on_result: Callable[[FaultResult], None] = lambda result: None,
 ) -> tuple[list[Row], list[FaultResult]]:
     """The fault-free run's rows (all must pass for the results to mean anything), then one
-    :class:`FaultResult` per fault, each from a fresh verification of ``model`` with ``checks`` in
-    the profile ``dtype`` (a low-precision profile: its gates, so a fault must stand out of that
-    precision's noise) on the runtime's ``backend``; with ``quant`` in that integer profile."""
-    baseline = run_verification(model, dtype=dtype, export=False, checks=checks, backend=backend, quant=quant)
+    :class:`FaultResult` per fault, each from a fresh verification of ``model`` under ``options``
+    (its groups but export, which replays the stages' own eager output and so cannot see a fault; a
+    low-precision profile: its gates, so a fault must stand out of that precision's noise)."""
+    options = (options or VerifyOptions()).without("export")
+    baseline = run_verification(model, options)
     results = []
     for fault in faults:
-        reason = fault.not_applicable(model, dtype, quant)
-        if reason is not None:
-            result = FaultResult(fault, not_applicable=reason)
-        else:
-            result = run_fault(fault, model, checks, dtype, backend, quant)
+        reason = fault.not_applicable(model, options.dtype, options.quant)
+        result = run_fault(fault, model, options) if reason is None else FaultResult(fault, not_applicable=reason)
         on_result(result)
         results.append(result)
     return baseline, results
 
 
-def run_fault(
-    fault: Fault,
-    model: Any,
-    checks: tuple[str, ...] = tuple(CHECKS),
-    dtype: torch.dtype = torch.float32,
-    backend: str = "torch",
-    quant: str | None = None,
-) -> FaultResult:
-    """One verification of ``model`` in profile ``dtype`` on ``backend`` with ``fault`` injected, up to
-    the first check group that fails (export left out: it replays the stages' own eager output, so it
-    cannot see a fault). On ExecuTorch the
-    programs are lowered afresh under the fault, and forgotten after it (a program lowered before
-    would hide the fault; one lowered under it must not outlive it)."""
-    with fault.injected(), fresh_programs(backend):
+def run_fault(fault: Fault, model: Any, options: VerifyOptions | None = None) -> FaultResult:
+    """One verification of ``model`` under ``options`` with ``fault`` injected, up to the first check
+    group that fails (export left out, as :func:`run_self_test` says). On ExecuTorch the programs are
+    lowered afresh under the fault, and forgotten after it (a program lowered before would hide the
+    fault; one lowered under it must not outlive it)."""
+    options = dataclasses.replace((options or VerifyOptions()).without("export"), until_failure=True)
+    with fault.injected(), fresh_programs(options.backend):
         try:
-            options = {"dtype": dtype, "checks": checks, "backend": backend, "quant": quant}
-            rows = run_verification(model, export=False, until_failure=True, **options)
+            rows = run_verification(model, options)
         except Exception as error:  # a port that crashes is caught too, unless the crash is the oracle's
             where = raised_in(error)
             return FaultResult(

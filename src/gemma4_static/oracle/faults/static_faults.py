@@ -1,6 +1,6 @@
 """Faults of a port's static scheme, each in a wrapper port around this runtime in ``a8w8`` (or
-``a16w8``) that is calibrated through the port interface (:meth:`~gemma4_static.ports.base.Gemma4Port.calibrate`),
-reports the ranges it fixed (:meth:`~gemma4_static.ports.base.Gemma4Port.observed_ranges`) and
+``a16w8``) that is calibrated through the port interface (:meth:`~gemma4_static.ports.Gemma4Port.calibrate`),
+reports the ranges it fixed (:meth:`~gemma4_static.ports.Gemma4Port.observed_ranges`) and
 exposes its layers' outputs, as a port whose NPU recipe calibrates it would. Each is a bug such a
 recipe ships: calibration that observes the static buffer's padding, a matmul's range taken before
 the norm that feeds it, per-channel weight scales read along the wrong axis, one site's zero point
@@ -13,8 +13,7 @@ from typing import Any
 
 import torch
 
-from ...ports.base import PortPrefill
-from ...ports.calibration import SchemeRecipe, representable_range
+from ...ports import PortPrefill, SchemeLimits, SchemeRecipe, representable_range
 from ...ports.prompt import Prompt
 from ...ports.static import StaticRuntimePort
 from ...quant.fake_quant import signed_range
@@ -32,7 +31,7 @@ class StaticSchemePort(HostStagesPort):
 
     name = "wrapped gemma4-static, static scheme"
     limits = dataclasses.replace(
-        HostStagesPort.limits, schemes=tuple(recipe.scheme for recipe in RECIPES), recipes=RECIPES
+        HostStagesPort.limits, schemes=SchemeLimits(tuple(recipe.scheme for recipe in RECIPES), RECIPES)
     )
 
     def prefill(self, prompt: Prompt, *, keep_intermediates: bool = False) -> PortPrefill:

@@ -9,12 +9,13 @@ reuses the session's calibration (every range observed once, in float, as a depl
 so a group's figures differ from the full profile's by that group's error alone.
 
 Another port in its own recipe is swept through its switches
-(:meth:`~gemma4_static.ports.base.Gemma4Port.quantization_groups`, ``quantize_groups``), at the
+(:meth:`~gemma4_static.ports.Gemma4Port.quantization_groups`, ``quantize_groups``), at the
 outputs it exposes (its logits at each row's last valid token where it has no logits of every
 position; a group's own output where the port returns it, else the logits)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,13 +23,13 @@ from typing import Any
 
 import torch
 
-from ...ports.base import PortPrefill
-from ...ports.registry import DEFAULT_PORT
+from ...ports import PortPrefill
 from ...spec import text_module
 from ..checks.parity import llm_input_ids
 from ..numerics.metrics import Metrics, kl_divergence, measure
+from ..options import VerifyOptions
 from ..references.hf import hf_per_layer_inputs
-from .session import Session, open_session
+from ..session.session import Session, open_session
 
 MODES = ("only", "all but")
 # a group's output where its name is not an output's: the other groups' own, or the last layer
@@ -82,7 +83,7 @@ class Sweep:
 
 
 class PortSwitch:
-    """Another port's per-group switches (:meth:`~gemma4_static.ports.base.Gemma4Port.quantize_groups`)
+    """Another port's per-group switches (:meth:`~gemma4_static.ports.Gemma4Port.quantize_groups`)
     with the calls a sweep makes of a :class:`~gemma4_static.quant.QuantProfile`."""
 
     calibration_seconds = 0.0  # its recipe's own: dynamic schemes calibrate nothing
@@ -102,18 +103,14 @@ class PortSwitch:
 
 
 @torch.no_grad()
-def run_sensitivity(
-    model: Any,
-    quant: str,
-    *,
-    max_seq: int | None = None,
-    groups: Sequence[str] | None = None,
-    port: str = DEFAULT_PORT,
-) -> Sweep:
-    """The sweep of scheme ``quant`` on ``model``'s sample prompt (:func:`.session.open_session`) over
-    ``groups`` (names of the profile's groups, or of ``port``'s switches; default: every one)."""
-    session = open_session(model, quant=quant, max_seq=max_seq, steps=1, port=port)
-    profile = session.quant if session.is_runtime else PortSwitch(session.port)
+def run_sensitivity(model: Any, options: VerifyOptions, *, groups: Sequence[str] | None = None) -> Sweep:
+    """The sweep of ``options.quant`` on ``model``'s sample prompt (one decode step:
+    :func:`..session.session.open_session`) over ``groups`` (names of the profile's groups, or of the
+    port's switches; default: every one)."""
+    if options.quant is None:
+        raise ValueError("a sensitivity sweep needs an integer scheme: options.quant is None")
+    session = open_session(model, dataclasses.replace(options, steps=1))
+    profile = session.sides.adopted if session.is_runtime else PortSwitch(session.port)
     known = profile.groups
     swept = known if groups is None else list(groups)
     unknown = [group for group in swept if group not in known]
@@ -129,7 +126,7 @@ def run_sensitivity(
             profile.only(group) if mode == "only" else profile.all_but(group)
             results.append(_measure(session, group, mode, outputs))
     profile.every()
-    return Sweep(quant, baseline, tuple(results), profile.calibration_seconds, time.perf_counter() - started)
+    return Sweep(options.quant, baseline, tuple(results), profile.calibration_seconds, time.perf_counter() - started)
 
 
 Extract = Callable[[PortPrefill], torch.Tensor]

@@ -2,9 +2,9 @@
 over a port's prefills in drawn schedules, decode runs, generation and the calls it must refuse,
 judged against HF after every step; a failure shrunk to its shortest form and written out as a
 standalone reproduction (:mod:`.repro`). The schedules grid of ``verify`` shares its boundaries
-(:mod:`.boundaries`) and its judge (:mod:`.episode`).
+and its judge (:mod:`..episodes`).
 
-``fuzz(target, max_examples=..., seed=...)`` runs it; ``gemma4-static fuzz`` and the plugin's
+``fuzz(FuzzTarget.of(model, options), max_examples=..., seed=...)`` runs it; ``gemma4-static fuzz`` and the plugin's
 ``--gemma4-fuzz N`` call it (several processes share one example database)."""
 
 from __future__ import annotations

@@ -16,14 +16,14 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from ...cpu.schedule import chunk_starts, expand_schedule
-from ...ports.base import NotExposed
+from ...ports import NotExposed
 from ...ports.prompt import Prompt
 from ..checks.parity import PLACEHOLDER_FIELDS
-from ..checks.report import Row
-from ..flow.port_calls import raised_in
+from ..episodes.judgement import Observed, greedy_divergence, judge, judge_in_profile
 from ..references.samples import special_ids as special_ids_of
 from ..references.samples import text_prompt
-from .episode import Observed, greedy_divergence, judge, judge_in_profile
+from ..results.report import Row
+from ..session.port_calls import raised_in
 from .strategies import boundaries, length_anchors, near, schedules, with_specials
 from .target import FuzzTarget
 
@@ -63,12 +63,12 @@ def machine_for(target: FuzzTarget, *, images: Any = None, special_ids: bool = T
     anchors = length_anchors(window, longest_chunk, max_seq)
     text_ids = st.integers(3, min(target.vocab_size, 400))
     specials = special_ids_of(config) if special_ids else {}
-    if not target.limits.images:  # a text port: a multimodal model's placeholders are out of its scope
+    if not target.limits.images.accepted:  # a text port: a multimodal model's placeholders are out of its scope
         specials = {name: value for name, value in specials.items() if name not in PLACEHOLDER_FIELDS}
     token_ids = st.one_of(text_ids, st.sampled_from(sorted(specials.values()))) if specials else text_ids
     in_prompts = sorted(value for name, value in specials.items() if name != "image_token_id")
     pad = config.get_text_config().pad_token_id
-    keeps = 0 if target.limits.generate_leaves == "all" else 1  # generated tokens its cache leaves out
+    keeps = 0 if target.limits.contracts.generate_leaves == "all" else 1  # generated tokens its cache leaves out
 
     def per_row(values: st.SearchStrategy[int]) -> st.SearchStrategy[list[int]]:
         return st.lists(values, min_size=batch, max_size=batch)
@@ -158,7 +158,7 @@ def machine_for(target: FuzzTarget, *, images: Any = None, special_ids: bool = T
             longest = int(prompt.attention_mask.sum(dim=1).max())
             port = target.port(schedule)
             chunks = port.prefill_schedule(longest) if schedule is None else expand_schedule(schedule, longest)
-            assume(target.limits.refusal(chunks) is None and not target.splits_an_image(chunks))
+            assume(target.limits.chunks.refusal(chunks) is None and not target.splits_an_image(chunks))
             target.covered("prefill", longest, chunks)
             given = prompt.padded(padding)
             self._record(op="prefill", prompt=given, schedule=schedule, chunks=chunks)
@@ -209,7 +209,7 @@ def machine_for(target: FuzzTarget, *, images: Any = None, special_ids: bool = T
             """Greedy generation (the port's own loop), each token HF's argmax over the history before it
             wherever HF's top-2 gap is decided (the token rule; one forward per row, teacher-forced on the
             port's own tokens); the conversation then holds the prompt and the generated tokens its cache
-            keeps (every one but the last as HF's loop, or all of them: ``limits.generate_leaves``)."""
+            keeps (every one but the last as HF's loop, or all of them: ``limits.contracts.generate_leaves``)."""
             new = data.draw(near([1, window, window + 1], 1, min(window + 2, max_seq - 1)), label="new tokens")
             if images is None:
                 lengths = data.draw(per_row(near(anchors, 1, max_seq - new)), label="lengths")

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from ...ports.registry import BUILT_IN
-from ..checks import tolerances
+from ..results import tolerances
 from .target import FuzzTarget
 
 SCRIPT = '''"""Reproduces a divergence of port {port!r} from HF, found by gemma4-static fuzz ({date}):

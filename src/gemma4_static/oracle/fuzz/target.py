@@ -5,7 +5,6 @@ conversation, so a port is reused), and HF's logits over a row's whole token his
 from __future__ import annotations
 
 import copy
-import functools
 import itertools
 import time
 from collections import Counter, OrderedDict
@@ -15,15 +14,14 @@ from typing import Any
 
 import torch
 
-from ...ports.base import Gemma4Port, PortLimits, PortSetup
+from ...ports import Gemma4Port, PortLimits, PortSetup
 from ...ports.prompt import Prompt
-from ...quant.schemes import parse_scheme
 from ...spec import read_text_config
-from ..checks import tolerances
-from ..flow.calibration import calibrate, calibration_prompts
-from ..flow.port_calls import make_port
+from ..episodes.judgement import hf_token_by_token_logits
 from ..numerics.gates import quant_gate
-from .episode import hf_token_by_token_logits
+from ..options import VerifyOptions
+from ..results import tolerances
+from ..session.port_under_test import Builder, PortUnderTest, bound_builder
 
 POOL = 6  # built ports kept at once (the least recently used is closed)
 REFERENCES = 4096  # HF logits of text histories remembered (the oldest forgotten first)
@@ -55,34 +53,37 @@ class FuzzTarget:
     coverage: Counter = field(default_factory=Counter)  # what the examples drew: calls, lengths, schedules
 
     @classmethod
-    def of(
-        cls, name: str, model: Any, *, max_seq: int | None = None, build: Callable | None = None, **options: Any
-    ) -> FuzzTarget:
-        """The target for port ``name`` (built by ``build(setup)``, by default the registry's factory
-        with ``options``): its limits read from a port built for one row, ``max_seq`` (default: four
-        windows and a decode past them) within them."""
-        scheme = options.get("quant")
-        build = probing = build or functools.partial(make_port, name, model, **options)
-        if scheme is not None:  # in an integer scheme: calibrated where static, judged against float64
-            build, model = in_scheme(build, model, parse_scheme(scheme)), copy.deepcopy(model).double()
+    def of(cls, model: Any, options: VerifyOptions, *, build: Builder | None = None) -> FuzzTarget:
+        """The target for ``options.port`` on ``model`` (its instances built with every option of the
+        run bound, :class:`~..session.port_under_test.PortUnderTest`; ``build(setup)`` instead, where
+        given), at ``options.max_seq`` (default: four windows and a decode past them) within its
+        limits. Its limits are read from an instance built for one row (a port's limits may follow
+        from how it is built: a program's chunk length), closed unused. In an integer scheme its
+        instances are calibrated where the scheme is static, and judged against ``model`` in float64."""
+        scheme = options.scheme
+        factory = build or bound_builder(model, options)
         window = read_text_config(model.config).sliding_window
-        wanted = max_seq or 4 * window + 8
-        probe = probing(PortSetup(wanted))  # for its limits only: never called, never calibrated
+        wanted = options.max_seq or 4 * window + 8
+        probe = factory(PortSetup(wanted))  # for its limits only: never called, never calibrated
         try:
-            limits = probe.limits
+            calibrates = scheme is not None and not scheme.dynamic
+            under_test = PortUnderTest.of(probe, factory, model.config, calibrates=calibrates)
         finally:
             probe.close()
+        if scheme is not None:  # judged against float64
+            model = copy.deepcopy(model).double()
+        limits = under_test.limits
         if limits.max_seq is not None:
             wanted = min(wanted, limits.max_seq)
-        batch = 1 if limits.single_row else 2
-        paddings = (None,) if limits.padding_side is None else (limits.padding_side,)
-        profile = limits.image_profile if limits.needs_image else None
+        batch = 1 if limits.batch.single_row else 2
+        paddings = (None,) if limits.batch.padding_side is None else (limits.batch.padding_side,)
+        profile = limits.images.profile if limits.images.required else None
         if profile is not None:  # its prompts: the image in its profile, then text past the window's edges
             wanted = max(wanted, limits.shortest_static_length + 4 * window + 8)
             wanted = min(wanted, limits.max_seq or wanted)
         slots = () if profile is None else profile.image_slots
-        gate = None if scheme is None else quant_gate(scheme, options.get("backend", "torch"))
-        return cls(name, model, wanted, limits, build, batch, paddings, slots, gate=gate)
+        gate = None if scheme is None else quant_gate(scheme.name, options.backend)
+        return cls(options.port, model, wanted, limits, under_test.build, batch, paddings, slots, gate=gate)
 
     @property
     def capacity(self) -> int:
@@ -112,8 +113,8 @@ class FuzzTarget:
     def image_prompts(self) -> Callable[[Any, int, int], Prompt] | None:
         """A drawer of prompts in the port's image profile (``(data, rows, seed) -> Prompt``: the image,
         then a drawn number of text tokens up to its capacity), where it needs an image; else ``None``."""
-        profile = self.limits.image_profile
-        if not self.limits.needs_image or profile is None:
+        profile = self.limits.images.profile
+        if not self.limits.images.required or profile is None:
             return None
 
         from ..references.samples import profile_prompt
@@ -134,7 +135,7 @@ class FuzzTarget:
 
     @property
     def longest_chunk(self) -> int:
-        return min(self.limits.max_chunk or self.max_seq, self.max_seq)
+        return min(self.limits.chunks.max_length or self.max_seq, self.max_seq)
 
     @property
     def vocab_size(self) -> int:
@@ -197,17 +198,3 @@ class FuzzTarget:
             while len(self.references) > REFERENCES:
                 self.references.pop(next(iter(self.references)))
         return logits
-
-
-def in_scheme(build: Callable[[PortSetup], Gemma4Port], model: Any, scheme: Any) -> Callable[[PortSetup], Gemma4Port]:
-    """``build`` for an integer ``scheme``: a port built for a static one is calibrated in its own
-    recipe on the suite's calibration prompts, as verify's are."""
-    if scheme.dynamic:
-        return build
-
-    def calibrated(setup: PortSetup) -> Gemma4Port:
-        port = build(setup)
-        calibrate(port, calibration_prompts(model.config, port.limits, setup), setup)
-        return port
-
-    return calibrated

@@ -18,7 +18,7 @@ import torch
 
 from ...quant.profile import PER_LAYER_INPUT
 from ...quant.profile import PROJECTIONS as LAYER_PROJECTIONS
-from ..checks.report import Row, merge
+from ..results.report import Row, merge
 
 PROJECTIONS = (*LAYER_PROJECTIONS, *PER_LAYER_INPUT, "experts")
 STAGES = ("embedding", "per_layer_inputs", "vision", "lm_head")

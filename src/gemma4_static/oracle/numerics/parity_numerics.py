@@ -10,8 +10,8 @@ from typing import Any
 import torch
 
 from ...spec import read_text_config, text_module
-from ..checks import tolerances
-from ..checks.report import Row
+from ..results import tolerances
+from ..results.report import Row
 from .gates import MASKED_WEIGHT_BOUND, Gate
 from .metrics import compare_greedy, gaps, margin_shift, measure, top_k_check
 

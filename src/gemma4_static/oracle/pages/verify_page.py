@@ -1,4 +1,4 @@
-"""``verify --html PATH``: the verify report (the JSON document, :mod:`..checks.report_json`) as one
+"""``verify --html PATH``: the verify report (the JSON document, :mod:`..results.report_json`) as one
 web page: the verdict and coverage on top, the first divergence linked, the per-layer error across
 the decoder stack, the schedules grid as a heat map, the sensitivity chart where one was run, every
 check group's rows (failures opened, mask diagrams drawn), and the run's provenance."""
@@ -10,9 +10,9 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ..checks.figures import relative_to_gate
-from ..checks.report import STATUSES
-from ..checks.verdict import verdict_words
+from ..results.figures import relative_to_gate
+from ..results.report import STATUSES
+from ..results.verdict import verdict_words
 from . import svg
 from .layout import badge, gate_text, number, page, provenance, table
 

@@ -41,7 +41,7 @@ def paired_kv(
     ``prompt`` (and decode steps ``tokens (B, T)``), over every row: HF runs each row alone, and its
     cache holds every position of a full layer and the row's last ``window - 1`` of a sliding one;
     ours is ``cache_kv(row, positions)`` at those absolute positions (a port's
-    :meth:`~gemma4_static.ports.host_stages.HostStages.cache_kv`). Every producing layer is compared
+    :meth:`~gemma4_static.ports.Gemma4Port.cache_kv`). Every producing layer is compared
     (one the port leaves out compares as NaN), and a KV-shared layer the port reports against its
     producer's. Each tensor is ``(kv_heads, positions of all rows, head_dim)``."""
     sources = read_text_config(model.config).kv_sources

@@ -30,6 +30,7 @@ from transformers import (
     PreTrainedModel,
 )
 
+from ...ports import PortLimits
 from .family import FAMILY_NAMES, GEOMETRY_NAMES, RELEASED_ROPE_PARAMETERS, family_config
 from .samples import processed_images, text_prompt
 from .trained import make_text_look_trained, make_vision_look_trained
@@ -142,6 +143,18 @@ def e2b_text_fields() -> dict:
         final_logit_softcapping=30.0,
         max_position_embeddings=131_072,
     )
+
+
+DEFAULT_MODELS = ("tiny", "e2b-geometry")  # what a port is judged on by default (the CLI: the first)
+PROFILE_MODELS = ("e2b-multimodal",)  # for a port that needs an image in a fixed E2B profile
+
+
+def default_models(limits: PortLimits | None) -> tuple[str, ...]:
+    """The embedded models a port with ``limits`` (its declared ones; ``None``: it declares none) is
+    judged on by default: :data:`PROFILE_MODELS` for a port that needs an image in a fixed profile
+    (the tiny models have no image it takes), else :data:`DEFAULT_MODELS`."""
+    profiled = limits is not None and limits.images.required and bool(limits.images.profiles)
+    return PROFILE_MODELS if profiled else DEFAULT_MODELS
 
 
 def build_default_model(name: str, *, seed: int = DEFAULT_SEED) -> PreTrainedModel:

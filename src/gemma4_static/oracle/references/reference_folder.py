@@ -11,9 +11,11 @@ model, profile or sample plan."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import json
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata, resources
@@ -23,7 +25,7 @@ from typing import Any
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from ..checks import tolerances
+from ..results import tolerances
 from .recording import Recording, digest_of, fingerprint
 
 REFERENCE_VERSION = 1
@@ -128,6 +130,30 @@ def admission(
         reference.admit_model(model, profile)
         return lambda prompt, steps, setup: reference.admit_plan(port, prompt, steps, setup)
     return lambda prompt, steps, setup: reference.note_plan(profile, prompt, steps, setup)
+
+
+def checked_output(folder: Path, *, force: bool = False) -> None:
+    """A ``ValueError`` naming ``folder`` and why a new reference cannot be written there, checked before
+    any work: a file, a place that cannot be written, a reference there already (``force``: it is
+    replaced), or a folder holding other files (``force``: written beside them)."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"--out {folder} is a file, not a folder for a reference")
+    if (folder / MANIFEST).exists() and not force:
+        raise ValueError(f"--out {folder} holds a reference already: --force replaces it")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / MANIFEST).exists() and not force:
+        raise ValueError(f"--out {folder} is a folder of other files, not a reference: --force writes beside them")
+    made = [parent for parent in (folder, *folder.parents) if not parent.exists()]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ValueError(f"--out {folder} cannot be written: {error}") from None
+    finally:
+        for created in made:  # left as it was found
+            with contextlib.suppress(OSError):
+                created.rmdir()
 
 
 def new_reference(folder: Path, model: Any, name: str) -> Reference:

@@ -1,0 +1,128 @@
+"""The ``layers`` check group: every decoder layer's output (in groups of one 4:1 period), every
+producing layer's K/V after the prefill and the prefill logits (at each row's last token, from a
+plain prefill too, and at every valid position) against HF's (in a low-precision profile against HF
+in float64, HF's own figures in the profile beside)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from operator import attrgetter
+
+import torch
+
+from ...ports.capabilities.host_stages import KV_CACHE
+from ..checks import parity
+from ..numerics import parity_numerics
+from ..references.hf import paired_hidden_states
+from ..results.figures import layer_points, position_points
+from ..results.report import Row, merge, merge_by
+from ..session.port_calls import PLAIN, guarded, plain_prefill_logits
+from ..session.session import LAYER_GROUP, Session
+from . import CheckGroup
+from ._shared import kv_rows, kv_rows_vs_float64
+
+
+def layer_rows(session: Session) -> Iterator[Row]:
+    """Every decoder layer's output (grouped), every producing layer's K/V and the prefill logits."""
+    return low_precision_rows(session) if session.low_precision else float32_rows(session)
+
+
+def float32_rows(session: Session) -> Iterator[Row]:
+    """In float32: each against HF float32's."""
+    yield from guarded("decoder layers", "hidden states", lambda: hidden_state_rows(session))
+    yield from guarded("KV cache", "K/V of every producing layer", lambda: kv_rows(session))
+    valid = session.prompt.attention_mask.bool()
+    hf_logits = session.theirs.logits[torch.arange(valid.shape[0]), session.prompt.last_index]
+    yield from parity.logits_rows(session.ours.logits, hf_logits, session.dtype)
+    yield from guarded("prefill logits", PLAIN, lambda: [plain_prefill_row(session, hf_logits)])
+    yield from guarded("prefill logits", "every valid position", lambda: [all_logits_row(session)])
+
+
+def plain_prefill_row(session: Session, hf_logits: torch.Tensor) -> Row:
+    """The sample prompt's last-token logits from a plain prefill (no intermediates asked) vs HF's."""
+    logits = plain_prefill_logits(session.port, session.port_prompt)
+    return parity.stage_row("prefill logits", PLAIN, logits, hf_logits, session.dtype)
+
+
+def all_logits_row(session: Session) -> Row:
+    """The logits at every valid position (what scoring and perplexity read) vs HF's."""
+    valid = session.prompt.attention_mask.bool()
+    ours = session.exposed(session.ours.all_logits, "the logits at every position")
+    if ours.shape[:2] != valid.shape:
+        return parity.compare("prefill logits", "every valid position", ours, session.theirs.logits, 0.0)
+    row = parity.stage_row(
+        "prefill logits", "every valid position", ours[valid], session.theirs.logits[valid], session.dtype
+    )
+    errors = (ours[valid].double() - session.theirs.logits[valid].double()).abs().amax(dim=-1).tolist()
+    session.figures["positions"] = position_points(valid.nonzero().tolist(), errors, row.tolerance)
+    return row
+
+
+def hidden_state_rows(session: Session) -> Iterator[Row]:
+    valid = session.prompt.attention_mask.bool()
+    states = session.exposed(session.ours.hidden_states, "hidden states")
+    layers = parity.hidden_state_rows(states, session.theirs, valid, session.dtype)[1:]
+    session.figures["layers"] = layer_points([[row] for row in layers])
+    for start in range(0, len(layers), LAYER_GROUP):
+        group = layers[start : start + LAYER_GROUP]
+        yield merge(group, "decoder layers", f"layers {start}-{start + len(group) - 1} hidden states")
+
+
+def low_precision_rows(session: Session) -> Iterator[Row]:
+    """In a low-precision profile: each against HF float64's, HF's own figures in the profile beside."""
+    gate, valid, prompt = session.gate, session.prompt.attention_mask.bool(), session.prompt
+    yield from guarded("decoder layers", "hidden states vs float64", lambda: hidden_state_rows_vs_float64(session))
+    yield from kv_rows_vs_float64(session, "KV cache", session.port, prompt, "")
+    rows_index = torch.arange(valid.shape[0])
+    reference = session.reference.logits[rows_index, prompt.last_index]
+    hf = session.theirs.logits[rows_index, prompt.last_index]
+    check = "last valid token per row"
+    yield from parity_numerics.metric_rows("prefill logits", check, session.ours.logits, hf, reference, gate)
+    yield from guarded(
+        "prefill logits",
+        PLAIN,
+        lambda: parity_numerics.metric_rows(
+            "prefill logits", PLAIN, plain_prefill_logits(session.port, session.port_prompt), hf, reference, gate
+        ),
+    )
+    yield parity_numerics.sample_gap_row("prefill logits", reference, gate)
+    positions = valid.nonzero().tolist()
+    every = f"every valid position ({len(positions)})"
+    yield from guarded(
+        "prefill logits",
+        every,
+        lambda: parity_numerics.token_rows(
+            "prefill logits",
+            every,
+            session.exposed(session.ours.all_logits, "the logits of every position")[valid],
+            session.theirs.logits[valid],
+            session.reference.logits[valid],
+            gate,
+            lambda index: "row {} position {}".format(*positions[index]),
+        ),
+    )
+
+
+def hidden_state_rows_vs_float64(session: Session) -> Iterator[Row]:
+    """Each layer's hidden states against float64, merged per group of :data:`LAYER_GROUP` layers."""
+    gate, valid = session.gate, session.prompt.attention_mask.bool()
+    states = session.exposed(session.ours.hidden_states, "hidden states")
+    ours = paired_hidden_states(states, session.reference, valid)
+    layers = [
+        parity_numerics.metric_rows("decoder layers", f"layer {index}", mine, hf[valid], reference, gate)
+        for index, ((mine, reference), hf) in enumerate(zip(ours[1:], session.theirs.layer_outputs[1:], strict=True))
+    ]
+    session.figures["layers"] = layer_points(layers)
+    for start in range(0, len(layers), LAYER_GROUP):
+        group = [row for rows in layers[start : start + LAYER_GROUP] for row in rows]
+        yield from merge_by(group, attrgetter("metric"), f"layers {start}-{start + LAYER_GROUP - 1} hidden states")
+
+
+GROUP = CheckGroup(
+    name="layers",
+    order=90,
+    describe="every decoder layer's hidden states, every producing layer's K/V after the prefill, and the "
+    "prefill logits (last token, plain prefill, every valid position)",
+    rows=layer_rows,
+    reads=(KV_CACHE,),
+)

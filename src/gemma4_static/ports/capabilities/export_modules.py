@@ -1,0 +1,23 @@
+"""The graphs a port exports: its NPU stages as modules, each with the inputs of one real call, so
+the suite exports each with ``torch.export`` and checks that it replays its eager output."""
+
+from __future__ import annotations
+
+from ...export import StageCase
+from ..core import not_exposed
+from . import Capability
+
+
+class ExportModules:
+    """The optional export modules of :class:`~..port.Gemma4Port`."""
+
+    def export_cases(self) -> list[StageCase]:
+        """The graphs the port exports (:class:`~gemma4_static.export.StageCase`: name, module and the
+        inputs of one real call each, e.g. captured in its last prefill and decode step); each is
+        exported with ``torch.export`` and must replay its eager output."""
+        raise not_exposed(self, EXPORT_MODULES.name)
+
+
+MIXIN = ExportModules
+EXPORT_MODULES = Capability("its export modules", ExportModules, ("export_cases",))
+CAPABILITIES = (EXPORT_MODULES,)
