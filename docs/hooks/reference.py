@@ -2,8 +2,9 @@
 
 A page holds a marker (``<!-- generated: NAME -->``) where the generated Markdown goes: the command
 line's help (``cli``), the report's JSON schema (``report-schema``), the exit codes
-(``exit-codes``), the pytest plugin's options (``plugin-options``) and the check groups
-(``check-groups``)."""
+(``exit-codes``), the pytest plugin's options (``plugin-options``), the check groups
+(``check-groups``), a port's core, capabilities and limits (``port-core``, ``capabilities``,
+``port-limits``) and the import contracts (``contracts``)."""
 
 from __future__ import annotations
 
@@ -72,16 +73,85 @@ def _plugin_options() -> str:
     return "| option | what | default |\n| --- | --- | --- |\n" + "\n".join(rows)
 
 
+def _names(capabilities: tuple) -> str:
+    return ", ".join(capability.name for capability in capabilities) or "-"
+
+
+def _cell(text: str) -> str:
+    """``text`` as one Markdown table cell (its pipes escaped)."""
+    return text.replace("|", "\\|")
+
+
 def _check_groups() -> str:
-    from gemma4_static.oracle.flow.verify import CHECKS, INTEGER_ONLY
+    from gemma4_static.oracle.groups import GROUPS, PROFILE_KINDS
 
     rows = []
-    for name, (rows_of, runtime_only) in CHECKS.items():
-        summary = " ".join((inspect.getdoc(rows_of) or "").split("\n\n")[0].split())
-        scope = "this runtime only" if runtime_only else "any port"
-        scope += ", integer profiles only" if name in INTEGER_ONLY else ""
-        rows.append(f"| `{name}` | {scope} | {summary} |")
-    return "| group | runs on | what it compares |\n| --- | --- | --- |\n" + "\n".join(rows)
+    for group in GROUPS:
+        profiles = "every profile" if group.profiles == PROFILE_KINDS else ", ".join(group.profiles) + " profiles"
+        lane = "" if group.lane == "default" else f"; {group.lane}"
+        needs, reads = _names(group.needs), _names(group.reads)
+        rows.append(f"| `{group.name}` | {_cell(group.describe)} | {needs} | {reads} | {profiles}{lane} |")
+    head = "| group | what it compares | needs | reads where a port has it | runs in |\n" + "| --- " * 5 + "|\n"
+    return head + "\n".join(rows)
+
+
+def _capabilities() -> str:
+    from gemma4_static.oracle.groups import GROUPS
+    from gemma4_static.ports.capabilities import capabilities
+
+    rows = []
+    for capability in capabilities():
+        how = ", ".join(f"`{method}`" for method in capability.methods) or "declared"
+        groups = [f"`{group.name}`" for group in GROUPS if capability in (*group.needs, *group.reads)]
+        feeds = "; ".join(filter(None, [", ".join(groups), capability.uses]))
+        rows.append(f"| {capability.name} | {how} | {_cell(capability.summary)} | {_cell(feeds)} |")
+    head = "| capability | methods | what it returns | what judges it |\n| --- | --- | --- | --- |\n"
+    return head + "\n".join(rows)
+
+
+def _port_core() -> str:
+    from gemma4_static.ports.core import PortCore
+
+    rows = []
+    for name, method in inspect.getmembers(PortCore, inspect.isfunction):
+        if not name.startswith("_"):
+            summary = " ".join((inspect.getdoc(method) or "").split("\n\n")[0].split())
+            signature = str(inspect.signature(method)).replace("'", "")
+            rows.append(f"| `{_cell(name + signature)}` | {_cell(summary)} |")
+    return "| method | what it does |\n| --- | --- |\n" + "\n".join(rows)
+
+
+def _port_limits() -> str:
+    import dataclasses
+
+    from gemma4_static.ports.limits import PARTS, PortLimits
+
+    rows = []
+    for field in dataclasses.fields(PortLimits):
+        part = PARTS.get(field.name)
+        if part is None:  # a value of its own: its type says it
+            rows.append(f"| `{field.name}` | `{_cell(str(field.type))}` | |")
+            continue
+        fields = ", ".join(f"`{inner.name}`" for inner in dataclasses.fields(part))
+        doc = " ".join((inspect.getdoc(part) or "").split("\n\n")[0].split())
+        rows.append(f"| `{field.name}` | `{part.__name__}`: {fields} | {_cell(doc)} |")
+    return "| concern | fields | what it says |\n| --- | --- | --- |\n" + "\n".join(rows)
+
+
+def _contracts() -> str:
+    import tomllib
+    from pathlib import Path
+
+    config = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    rows = []
+    for contract in config["tool"]["importlinter"]["contracts"]:
+        if contract["type"] == "layers":
+            rule = " ← ".join(f"`{_cell(layer)}`" for layer in reversed(contract["layers"]))
+            rule = f"inside `{contract['containers'][0]}`: {rule}"
+        else:
+            rule = f"{', '.join(contract['source_modules'])} never import {', '.join(contract['forbidden_modules'])}"
+        rows.append(f"| {contract['name'].split(':')[0]} | {rule} |")
+    return "| contract | rule (each room imports only the rooms left of it) |\n| --- | --- |\n" + "\n".join(rows)
 
 
 GENERATED = {
@@ -90,6 +160,10 @@ GENERATED = {
     "exit-codes": _exit_codes,
     "plugin-options": _plugin_options,
     "check-groups": _check_groups,
+    "capabilities": _capabilities,
+    "port-core": _port_core,
+    "port-limits": _port_limits,
+    "contracts": _contracts,
 }
 
 

@@ -62,7 +62,7 @@ VIOLATIONS = [
     ("oracle/numerics/reference_quant.py", "from ...quant.fake_quant import signed_range", QUANT_REFERENCE),
     ("bundle.py", "from .ports import Gemma4Port", LAYERS),
     # an import under TYPE_CHECKING is an arrow too
-    ("executorch/lowering.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..runtime import X", LAYERS),
+    ("executorch/lowering.py", "import typing\nif typing.TYPE_CHECKING:\n    from ..runtime import X", LAYERS),
     ("oracle/groups/rope.py", "from ..flow.verify import verify", ORACLE_ROOMS),
     ("oracle/episodes/cases.py", "from ..groups.schedules import GROUP", ORACLE_ROOMS),
     ("oracle/session/session.py", "from ..episodes.cases import Case", ORACLE_ROOMS),
@@ -125,7 +125,8 @@ def test_the_suite_runs_without_a_network():
 
 def test_the_architecture_page_names_every_room_and_module():
     """The architecture page's tree is the folder tree: every package and module of
-    ``src/gemma4_static`` is named in it (so a new room or module comes with its line)."""
+    ``src/gemma4_static`` is named in it (so a new room or module comes with its line), but the check
+    groups, whose table the page generates from the code."""
     page = (ROOT / "docs" / "architecture.md").read_text()
     tree = page[page.index("```\nsrc/gemma4_static/") : page.index("\n```", page.index("src/gemma4_static/"))]
     words = set(re.findall(r"[\w.]+", tree))
@@ -133,6 +134,7 @@ def test_the_architecture_page_names_every_room_and_module():
         path.stem if path.suffix == ".py" else path.name
         for path in PACKAGE.rglob("*")
         if "__pycache__" not in path.parts
+        and path.parent != PACKAGE / "oracle" / "groups"
         and not path.name.startswith("__")
         and (path.is_dir() or path.suffix in (".py", ".json"))
     }

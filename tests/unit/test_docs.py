@@ -49,9 +49,9 @@ def test_the_site_builds_in_strict_mode(tmp_path):
         "gemma4-static verify" in cli and "--gemma4-quant" in (site / "reference" / "plugin" / "index.html").read_text()
     )
     checks = (site / "reference" / "checks" / "index.html").read_text()
-    from gemma4_static.oracle.flow.verify import CHECKS
+    from gemma4_static.oracle.groups import names
 
-    assert all(f"<code>{name}</code>" in checks for name in CHECKS)
+    assert all(f"<code>{name}</code>" in checks for name in names())
     codes = (site / "reference" / "report" / "index.html").read_text()
     assert "NOTHING_COMPARED" in codes and "the minimum was not compared" in codes
     assert "StaticGemma4Runtime" in (site / "api" / "index.html").read_text()
@@ -105,19 +105,22 @@ def _row_head(line: str) -> str:
 
 
 def test_the_porting_guide_names_the_interface_as_the_code_has_it():
-    """The guide's lists of ``PortSetup`` and ``PortLimits`` fields are the dataclasses' fields, and its
-    method tables name every public method of a port (a stage added or renamed in the code, e.g.
-    ``PortSetup``'s former ``prefill_chunk``, fails here until the guide follows)."""
+    """The guide's list of ``PortSetup`` fields is the dataclass's, and its tables of the core, the
+    capabilities and the limits are generated from the code; every public method of a port is the
+    core's or one capability's (so those tables name it: a method added outside them fails here)."""
     import dataclasses
     import inspect
 
-    from gemma4_static.ports import Gemma4Port, PortLimits, PortSetup
+    from gemma4_static.ports import Gemma4Port, PortSetup
+    from gemma4_static.ports.capabilities import capabilities
+    from gemma4_static.ports.core import PortCore
 
     guide = GUIDE.read_text()
-    for cls in (PortSetup, PortLimits):
-        listed = re.search(rf"`{cls.__name__}` fields: (.*?)\.\s", guide, re.DOTALL).group(1)
-        assert re.findall(r"`(\w+)`", listed) == [field.name for field in dataclasses.fields(cls)], cls.__name__
-    tabled = set(re.findall(r"^\| `(\w+)\(", guide, re.MULTILINE))
-    tabled |= set(re.findall(r"^\| `\w+\(.*?\)`, `(\w+)\(", guide, re.MULTILINE))
+    listed = re.search(r"`PortSetup` fields: (.*?)\.\s", guide, re.DOTALL).group(1)
+    assert re.findall(r"`(\w+)`", listed) == [field.name for field in dataclasses.fields(PortSetup)]
+    for marker in ("port-core", "capabilities", "port-limits"):
+        assert f"<!-- generated: {marker} -->" in guide, marker
     methods = {name for name, _ in inspect.getmembers(Gemma4Port, inspect.isfunction) if not name.startswith("_")}
-    assert tabled == methods
+    core = {name for name, _ in inspect.getmembers(PortCore, inspect.isfunction) if not name.startswith("_")}
+    owned = [method for capability in capabilities() for method in capability.methods]
+    assert sorted(methods) == sorted([*core, *owned]), "a method of the port that is neither core nor a capability's"

@@ -16,7 +16,7 @@ from gemma4_static.oracle.episodes.boundaries import chunk_schedules, prompt_len
 from gemma4_static.oracle.episodes.cases import Case, chunks_text, plan
 from gemma4_static.oracle.episodes.judgement import Judgement, Scored
 from gemma4_static.oracle.episodes.scores import length_row, sqnr_row
-from gemma4_static.oracle.flow.verify import verify
+from gemma4_static.oracle.flow.verify import MINIMUM, verify
 from gemma4_static.oracle.fuzz.strategies import boundaries, length_anchors, near_anchors, schedules
 from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.results import tolerances
@@ -138,16 +138,16 @@ def _case(length: int, name: str, chunks: tuple[int, ...]) -> Case:
 def test_a_prompt_lengths_row_is_its_worst_case(worst_first):
     good = (_case(12, "policy", (12,)), Judgement(error=1e-5, tolerance=5e-4, compared=14))
     bad = (_case(12, "chunks of W", (6, 6)), Judgement(error=2e-3, tolerance=5e-4, compared=14, first="position 7"))
-    row = length_row(12, [bad, good] if worst_first else [good, bad])
+    row = length_row(12, [bad, good] if worst_first else [good, bad], "schedules")
     assert row.status == "FAIL" and row.value == 2e-3 and row.tolerance == 5e-4
     assert row.check.endswith("[first: chunks of W [6, 6]: position 7]")
     high, low = Scored(30.0, 32.0, 20.0, None), Scored(12.0, 31.0, 20.0, "position 3: 12.0 dB")
     results = [(bad[0], low), (good[0], high)] if worst_first else [(good[0], high), (bad[0], low)]
-    row = sqnr_row(12, results)
+    row = sqnr_row(12, results, "schedules")
     assert row.status == "FAIL" and row.value == 12.0 and row.hf == 31.0
 
 
-MINIMUM = (
+MINIMUM_ROWS = (
     Row("prefill logits", "last", "max abs diff", 1e-6, 1e-4),
     Row("decode steps", "all", "max abs diff", 1e-6, 1e-4),
 )
@@ -171,8 +171,8 @@ MINIMUM = (
 def test_the_status_and_exit_code_of_each_kind_of_row(row, minimum, status, code):
     """A NaN fails (whichever way its metric points), a raised stage exits 3, a failure is XFAIL only
     with the port's reason, and without the prefill logits compared nothing is green (exit 5)."""
-    rows = [*(MINIMUM if minimum else MINIMUM[1:]), row]
-    assert row.status == status and Verdict.of(rows).exit_code == code
+    rows = [*(MINIMUM_ROWS if minimum else MINIMUM_ROWS[1:]), row]
+    assert row.status == status and Verdict.of(rows, minimum=MINIMUM).exit_code == code
 
 
 def test_the_tolerances_and_the_token_bound():

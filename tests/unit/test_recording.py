@@ -178,3 +178,50 @@ def test_record_and_verify_refuse_bad_arguments_by_name(tmp_path, capsys, reuse_
     assert "--self-test injects faults into live runs" in capsys.readouterr().err
     assert cli.main(["verify", "--shard", "5/4"]) == 2
     assert "shard must be I/N with 1 <= I <= N, got 5/4" in capsys.readouterr().err
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Building a model fails the test: what it guards is refused before any work."""
+    from gemma4_static.oracle.references import models
+
+    def build(name, **kwargs):
+        raise AssertionError(f"built {name}: the refusal came after the work")
+
+    monkeypatch.setattr(models, "build_default_model", build)
+
+
+def test_record_checks_its_folder_before_any_work(tmp_path, capsys, no_model):
+    """A file, a place that cannot be written, a reference already there (without ``--force``) or a
+    folder of other files: each refused by name, exit 2, before a model is built."""
+    from gemma4_static.commands import cli
+
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    (existing / reference_folder.MANIFEST).write_text("{}")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    for out, message in (
+        (blocked, f"--out {blocked} is a file, not a folder for a reference"),
+        (blocked / "below", f"--out {blocked / 'below'} cannot be written"),
+        (existing, f"--out {existing} holds a reference already: --force replaces it"),
+        (other, f"--out {other} is a folder of other files, not a reference: --force writes beside them"),
+    ):
+        assert cli.main(["record", "--out", str(out), "--quiet"]) == 2, out
+        assert message in capsys.readouterr().err
+
+
+def test_a_checked_folder_is_left_as_it_was_found(tmp_path):
+    """The check creates what it must to try a write, and removes it again; ``force`` admits a
+    reference to replace and a folder of other files."""
+    deep = tmp_path / "a" / "b" / "reference"
+    reference_folder.checked_output(deep)
+    assert not (tmp_path / "a").exists()
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    (existing / reference_folder.MANIFEST).write_text("{}")
+    reference_folder.checked_output(existing, force=True)
+    assert sorted(path.name for path in existing.iterdir()) == [reference_folder.MANIFEST]

@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 import pytest
 
 from gemma4_static.commands import cli
+from gemma4_static.oracle.flow.verify import MINIMUM, NAMED
 from gemma4_static.oracle.pages.compare import compare_reports, load_report, severity
 from gemma4_static.oracle.pages.compare_page import compare_page
 from gemma4_static.oracle.pages.verify_page import verify_page
@@ -92,7 +93,9 @@ def _document(*, failing: bool = True, incomplete: str | None = None) -> dict:
         ],
     }
     extra = {"figures": figures} | ({"incomplete": incomplete} if incomplete else {})
-    return report_document(Verdict.of(rows, num_layers=10, layers_compared=10), RUN, extra)
+    return report_document(
+        Verdict.of(rows, num_layers=10, layers_compared=10, minimum=MINIMUM, named=NAMED), RUN, extra
+    )
 
 
 def test_the_page_holds_every_row_with_its_status_and_the_counts_of_the_json():

@@ -14,6 +14,7 @@ import pytest
 from gemma4_static.commands import cli
 from gemma4_static.commands import verify as verify_command
 from gemma4_static.oracle.checks import parity
+from gemma4_static.oracle.flow.verify import MINIMUM
 from gemma4_static.oracle.results.report import Row, explained, format_row, skip_row
 from gemma4_static.oracle.results.verdict import ExitCode, Verdict
 from tests.reports import read_report
@@ -70,15 +71,19 @@ def test_the_minimum_decides_green():
     decode = Row("decode steps", "c", "m", 0.0, 1.0, group="decode")
     no_decode = replace(skip_row("decode steps", "decode", "no decode step"), group="decode")
     rope = Row("RoPE", "c", "m", 0.0, 1.0, group="rope")
-    assert Verdict.of([logits, decode]).exit_code == ExitCode.PASSED
-    assert Verdict.of([logits, no_decode, rope]).missing == ["decode steps"]
-    assert Verdict.of([logits, no_decode, rope]).exit_code == ExitCode.NOTHING_COMPARED
-    assert Verdict.of([replace(skip_row("a", "b", "c"), group="rope")]).missing == ["anything"]
-    assert Verdict.of([logits]).exit_code == ExitCode.PASSED  # the decode group was left out of this run
-    assert Verdict.of([logits, replace(decode, value=2.0)]).exit_code == ExitCode.FAILED
+    assert Verdict.of([logits, decode], minimum=MINIMUM).exit_code == ExitCode.PASSED
+    assert Verdict.of([logits, no_decode, rope], minimum=MINIMUM).missing == ["decode steps"]
+    assert Verdict.of([logits, no_decode, rope], minimum=MINIMUM).exit_code == ExitCode.NOTHING_COMPARED
+    assert Verdict.of([replace(skip_row("a", "b", "c"), group="rope")], minimum=MINIMUM).missing == ["anything"]
+    assert (
+        Verdict.of([logits], minimum=MINIMUM).exit_code == ExitCode.PASSED
+    )  # the decode group was left out of this run
+    assert Verdict.of([logits, replace(decode, value=2.0)], minimum=MINIMUM).exit_code == ExitCode.FAILED
     raised = Row("decode steps", "c: the port raised", "errors", 1, 0, raised="Traceback", group="decode")
-    assert Verdict.of([logits, raised]).exit_code == ExitCode.PORT_RAISED
-    documented = Verdict.of([logits, replace(raised, expected="documented")])  # XFAIL, but nothing compared
+    assert Verdict.of([logits, raised], minimum=MINIMUM).exit_code == ExitCode.PORT_RAISED
+    documented = Verdict.of(
+        [logits, replace(raised, expected="documented")], minimum=MINIMUM
+    )  # XFAIL, but nothing compared
     assert documented.exit_code == ExitCode.NOTHING_COMPARED and documented.missing == ["decode steps"]
 
 

@@ -14,6 +14,7 @@ from gemma4_static.commands import cli
 from gemma4_static.commands import export as export_command
 from gemma4_static.cpu import vision as cpu_vision
 from gemma4_static.cpu.rope import build_rope
+from gemma4_static.ports import Gemma4Port, ImageLimits, ImageProfile, PortLimits
 from gemma4_static.ports import static as static_port
 from tests.reports import read_report
 
@@ -308,3 +309,39 @@ def test_an_interrupted_verify_writes_what_finished_marked_incomplete(tmp_path, 
     assert report["incomplete"].startswith("interrupted after 2 rows") and report["counts"]["FAIL"] == 1
     page = page_path.read_text()
     assert 'id="incomplete">incomplete: interrupted after 2 rows' in page and 'id="first-divergence"' in page
+
+
+class ProfiledPort(Gemma4Port):
+    """Needs an image in every prompt, in a fixed profile: no tiny model has one it takes."""
+
+    name = "profiled"
+    limits = PortLimits(
+        images=ImageLimits(accepted=True, required=True, profiles=(ImageProfile("p", (48, 48), 16, 9),))
+    )
+
+
+def test_verify_takes_the_ports_own_default_model(monkeypatch, capsys):
+    """Without ``--config``, a port that needs an image in a fixed profile is judged on the E2B
+    multimodal model (the tiny ones hold no image it takes), any other on tiny."""
+    from gemma4_static.oracle.references import models
+
+    built = []
+
+    def build(name, **kwargs):
+        built.append(name)
+        raise ValueError("built: stop here")
+
+    monkeypatch.setattr(models, "build_default_model", build)
+    assert cli.main(["verify", "--port", f"{__name__}:ProfiledPort"]) == 2
+    assert cli.main(["verify"]) == 2
+    assert built == ["e2b-multimodal", "tiny"] and "built: stop here" in capsys.readouterr().err
+    assert models.default_models(ProfiledPort.limits) == models.PROFILE_MODELS == ("e2b-multimodal",)
+    assert models.default_models(None) == models.DEFAULT_MODELS
+
+
+def test_tico_is_judged_on_the_model_it_takes():
+    pytest.importorskip("tico", reason="TICO's port needs the tico extra: pip install -e '.[tico]'")
+    from gemma4_static.oracle.references.models import default_models
+    from gemma4_static.ports.registry import declared_limits, port_factory
+
+    assert default_models(declared_limits(port_factory("tico-gemma4")))[0] == "e2b-multimodal"

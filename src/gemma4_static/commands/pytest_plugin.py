@@ -10,7 +10,7 @@ failing row is a divergence the port documents (:meth:`~gemma4_static.ports.Gemm
 Each model and its session are built once per process (per xdist worker), and their ports closed at
 the end. Green must mean something was compared: each test reports the stages it compared, and the
 session fails (exit code 5, one line saying what is missing) when, for a model, the minimum of
-:data:`~gemma4_static.oracle.results.verdict.MINIMUM` was not compared, even with every test skipped.
+:data:`~gemma4_static.oracle.flow.verify.MINIMUM` was not compared, even with every test skipped.
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ def _models(config: pytest.Config) -> list[str]:
 
 def _lacking(config: pytest.Config) -> dict[str, list[str]]:
     """Per model of the session, the stages of the minimum nothing compared."""
-    from ..oracle.results.verdict import MINIMUM
+    from ..oracle.flow.verify import MINIMUM
 
     models = _models(config)
     lacking = {model: [stage for stage in MINIMUM if stage not in _compared.get(model, set())] for model in models}

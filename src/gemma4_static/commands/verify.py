@@ -14,6 +14,8 @@ import torch
 
 from ..executorch.backends import backend_named
 from ..oracle.flow import verify  # looked up per call: a test's substitute must not outlive it
+from ..oracle.groups.export import GROUP as EXPORT
+from ..oracle.groups.overflow import GROUP as OVERFLOW
 from ..oracle.numerics.kernel_sets import active_kernels
 from ..oracle.options import GRID_BUDGET, VerifyOptions, group_names
 from ..oracle.references import checkpoints, models  # looked up per call: tests substitute their builders
@@ -40,7 +42,7 @@ def options_of(args: argparse.Namespace) -> VerifyOptions:
     from ..oracle.references.reference_folder import open_reference
     from ..oracle.shards import Shard
 
-    left_out = {*args.without, *(["export"] if args.no_export else [])}
+    left_out = {*args.without, *([EXPORT.name] if args.no_export else [])}
     return VerifyOptions(
         port=args.port,
         dtype=getattr(torch, args.dtype),
@@ -94,8 +96,10 @@ def _report(args: argparse.Namespace, model: object, name: str, options: VerifyO
     """Run the verification, print every row and the verdict, write the JSON and the page (also what
     finished when it is interrupted); the verdict's exit code."""
     kernels = active_kernels()
-    profile = options.profile
-    print(f"gemma4-static verify: {name} ({type(model).__name__}, {profile}; port {args.port}; {kernels})", flush=True)
+    print(
+        f"gemma4-static verify: {name} ({type(model).__name__}, {options.profile}; port {args.port}; {kernels})",
+        flush=True,
+    )
     colour = colour_on(sys.stdout)
     first_failure = [True]
 
@@ -113,12 +117,12 @@ def _report(args: argparse.Namespace, model: object, name: str, options: VerifyO
             result = verify.verify(model, options, on_row=lambda row: (show(row), seen.append(row)))
     except KeyboardInterrupt:
         verdict = verify.verdict_over(seen, model.config.get_text_config().num_hidden_layers)
-        run = _run_metadata(args.port, "", profile, args.backend, name, kernels)
+        run = _run_metadata(args.port, "", options, name, kernels)
         incomplete = f"interrupted after {len(seen)} rows; the check groups after them did not run"
         _write(args, report_document(verdict, run, {"incomplete": incomplete} | _split(options, model)))
         raise
     verdict = result.verdict
-    overflowing = [row for row in result.rows if row.failed and row.stage == "overflow"]
+    overflowing = [row for row in result.rows if row.failed and row.group == OVERFLOW.name]
     if overflowing:
         print(f"verify: first overflow in {args.dtype}: {overflowing[0].check}")
     how = "read back from the reference" if options.reference is not None else "computed live"
@@ -129,7 +133,7 @@ def _report(args: argparse.Namespace, model: object, name: str, options: VerifyO
         from .sensitivity import sensitivity_section
 
         extra |= sensitivity_section(model, name, options, args.json)
-    run = _run_metadata(result.port_name, result.port_version, result.profile, result.backend, name, kernels)
+    run = _run_metadata(result.port_name, result.port_version, options, name, kernels)
     try:
         _write(args, report_document(verdict, run, extra))
     except OSError as error:
@@ -150,9 +154,15 @@ def _split(options: VerifyOptions, model: object) -> dict:
     return section
 
 
-def _run_metadata(port: str, version: str, profile: str, backend: str, name: str, kernels: str) -> dict:
+def _run_metadata(port: str, version: str, options: VerifyOptions, name: str, kernels: str) -> dict:
     return run_metadata(
-        port=(port, version), model=name, profile=profile, backend=backend, kernel_set=kernels, seeds=SEEDS
+        port=(port, version),
+        model=name,
+        profile=options.profile,
+        backend=options.backend,
+        kernel_set=kernels,
+        seeds=SEEDS,
+        options=options.as_dict(),
     )
 
 

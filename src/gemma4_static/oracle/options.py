@@ -132,6 +132,23 @@ class VerifyOptions:
         """Whether the run is judged against HF in float32 (else against HF in float64, gated)."""
         return self.dtype == torch.float32 and self.quant is None
 
+    def as_dict(self) -> dict[str, object]:
+        """The options as strict-JSON values, as a report records them (the reference by its folder)."""
+        return {
+            "port": self.port,
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "quant": self.quant,
+            "backend": self.backend,
+            "mask_value": self.mask_value,
+            "max_seq": self.max_seq,
+            "steps": self.steps,
+            "groups": None if self.groups is None else list(self.groups),
+            "schedules_budget": self.schedules_budget,
+            "until_failure": self.until_failure,
+            "reference": None if self.reference is None else str(self.reference.folder),
+            "shard": None if self.shard is None else str(self.shard),
+        }
+
     def runs(self, group: str) -> bool:
         """Whether check group ``group`` is among this run's."""
         return self.groups is None or group in self.groups

@@ -85,7 +85,7 @@ def hf_references(session: Session, base: Prompt, *, token_by_token: bool = True
     return score
 
 
-def length_row(length: int, results: list[tuple[Case, Judgement | str]], stage: str = "schedules") -> Row:
+def length_row(length: int, results: list[tuple[Case, Judgement | str]], stage: str) -> Row:
     """One prompt length's schedules as one row: the worst error relative to its tolerance; a failure
     names the first failing schedule and position, and lists every failing case in the detail."""
     judged, raised, check, failing = _outcomes(length, results)
@@ -97,7 +97,7 @@ def length_row(length: int, results: list[tuple[Case, Judgement | str]], stage: 
     return dataclasses.replace(row, detail="\n".join(failing[1:6]), raised=raised[0][1] if raised else "")
 
 
-def sqnr_row(length: int, results: list[tuple[Case, Scored | str]], stage: str = "schedules") -> Row:
+def sqnr_row(length: int, results: list[tuple[Case, Scored | str]], stage: str) -> Row:
     """One prompt length's schedules in a low-precision profile: the worst case's SQNR against float64
     (HF's in the profile at its positions beside), gated; a failure names the first failing schedule
     and position."""

@@ -11,6 +11,7 @@ from typing import Any
 
 from ...executorch.cache_program import fresh_programs
 from ..flow.verify import run_verification
+from ..groups.export import GROUP as EXPORT
 from ..options import VerifyOptions
 from ..results.report import Row
 from ..session.port_calls import raised_in
@@ -50,7 +51,7 @@ def run_self_test(
     :class:`FaultResult` per fault, each from a fresh verification of ``model`` under ``options``
     (its groups but export, which replays the stages' own eager output and so cannot see a fault; a
     low-precision profile: its gates, so a fault must stand out of that precision's noise)."""
-    options = (options or VerifyOptions()).without("export")
+    options = (options or VerifyOptions()).without(EXPORT.name)
     baseline = run_verification(model, options)
     results = []
     for fault in faults:
@@ -66,7 +67,7 @@ def run_fault(fault: Fault, model: Any, options: VerifyOptions | None = None) ->
     group that fails (export left out, as :func:`run_self_test` says). On ExecuTorch the programs are
     lowered afresh under the fault, and forgotten after it (a program lowered before would hide the
     fault; one lowered under it must not outlive it)."""
-    options = dataclasses.replace((options or VerifyOptions()).without("export"), until_failure=True)
+    options = dataclasses.replace((options or VerifyOptions()).without(EXPORT.name), until_failure=True)
     with fault.injected(), fresh_programs(options.backend):
         try:
             rows = run_verification(model, options)

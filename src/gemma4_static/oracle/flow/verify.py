@@ -16,12 +16,23 @@ from typing import Any
 
 import torch
 
+from ...ports.capabilities import capabilities
 from ..groups import BY_NAME, EVERY_SHARD, GROUPS, CheckGroup, kind_of
 from ..options import VerifyOptions
 from ..results.report import Row, explained, skip_row
 from ..results.verdict import Verdict
 from ..session.port_calls import guarded
 from ..session.session import Session, open_session
+
+# What a green verdict needs compared at least: the stages the groups declare (stage: its group), a
+# prefill's logits and decode steps over the port's cache, wherever their group ran
+MINIMUM = {stage: group.name for group in GROUPS for stage in group.minimum}
+# named in the coverage whenever compared: what a port builds on its host side (its capabilities'
+# stages), and its image stages
+NAMED = {
+    "host side": tuple(capability.coverage for capability in capabilities() if capability.coverage),
+    "images": ("vision inputs", "vision prefill", "fusion", "masks vision"),
+}
 
 
 @dataclass(frozen=True)
@@ -83,9 +94,11 @@ def verify(
 
 def verdict_over(rows: list[Row], num_layers: int) -> Verdict:
     """The verdict over ``rows`` of a model of ``num_layers`` decoder layers (every layer compared
-    where a decoder-layers row compared something)."""
+    where a decoder-layers row compared something), needing :data:`MINIMUM` and naming the stages of
+    :data:`NAMED` in its coverage."""
     layers = any(row.stage == "decoder layers" and row.compared for row in rows)
-    return Verdict.of(rows, num_layers=num_layers, layers_compared=num_layers if layers else 0)
+    compared = num_layers if layers else 0
+    return Verdict.of(rows, num_layers=num_layers, layers_compared=compared, minimum=MINIMUM, named=NAMED)
 
 
 def run_verification(model: Any, options: VerifyOptions | None = None) -> list[Row]:

@@ -32,7 +32,8 @@ class CheckGroup:
     built); ``reads``: the capabilities it compares where a port has them (each a SKIP row where
     not). ``profiles``: the kinds of profile it has rows in (:data:`PROFILE_KINDS`); ``sharding``: how a
     split run runs it (:data:`SHARDINGS`, :mod:`..shards`); ``lane``: where the test lanes run it on
-    the larger models (:data:`LANES`)."""
+    the larger models (:data:`LANES`); ``minimum``: the report stages it compares that a green
+    verdict needs compared at least (wherever it ran)."""
 
     name: str
     order: int
@@ -43,6 +44,7 @@ class CheckGroup:
     profiles: tuple[str, ...] = PROFILE_KINDS
     sharding: str = "one"
     lane: str = "default"
+    minimum: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for field, value, allowed in (("sharding", self.sharding, SHARDINGS), ("lane", self.lane, LANES)):

@@ -157,4 +157,5 @@ GROUP = CheckGroup(
     "the steps, and a new conversation after them",
     rows=decode_rows,
     reads=(KV_CACHE,),
+    minimum=("decode steps",),
 )

@@ -125,4 +125,5 @@ GROUP = CheckGroup(
     "prefill logits (last token, plain prefill, every valid position)",
     rows=layer_rows,
     reads=(KV_CACHE,),
+    minimum=("prefill logits",),
 )

@@ -25,6 +25,7 @@ from ..session.session import Session
 from ..shards import Shard
 from . import CheckGroup
 
+STAGE = "schedules"  # its rows' stage in a report
 log = logging.getLogger(__name__)
 
 
@@ -34,7 +35,7 @@ def schedules_rows(session: Session) -> Iterator[Row]:
     shard, :mod:`.shards`: its prompt lengths only)."""
     window, prefix = session.window, image_prefix(session)
     if prefix is None:
-        yield skip_row("schedules", "grid", NO_PROFILE.format(port=session.port.name))
+        yield skip_row(STAGE, "grid", NO_PROFILE.format(port=session.port.name))
         return
     longest = 4 * window + 3
     lengths = image_prompt_lengths(window, longest + prefix, prefix) if prefix else prompt_lengths(window, longest)
@@ -56,9 +57,9 @@ def schedules_rows(session: Session) -> Iterator[Row]:
     not_run = [cell(case, "refused") for case in refused] + [cell(case, "over budget") for case in dropped]
     session.figures["grid"] = run + not_run
     for length in sorted(results):
-        yield sqnr_row(length, results[length]) if session.low_precision else length_row(length, results[length])
+        yield (sqnr_row if session.low_precision else length_row)(length, results[length], STAGE)
     check = f"cases run: {len(cases)} ({len(refused)} refused by the port's limits, {len(dropped)} over the budget)"
-    yield Row("schedules", check, "cases", len(cases), float("inf"))
+    yield Row(STAGE, check, "cases", len(cases), float("inf"))
 
 
 def sharded(shard: Shard, *parts: list[Case]) -> list[list[Case]]:

@@ -49,11 +49,19 @@ def cpu() -> dict[str, Any]:
 
 
 def run_metadata(
-    *, port: tuple[str, str], model: str, profile: str, backend: str, kernel_set: str, seeds: dict[str, int]
+    *,
+    port: tuple[str, str],
+    model: str,
+    profile: str,
+    backend: str,
+    kernel_set: str,
+    seeds: dict[str, int],
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What a report names about its run: the port (name, version), model, profile, backend, kernel
-    set, library versions, CPU, the sample seeds and the date (UTC)."""
-    return {
+    set, library versions, CPU, the sample seeds, the date (UTC) and, where given, every option of
+    the run (:meth:`~gemma4_static.oracle.options.VerifyOptions.as_dict`: its mask fill among them)."""
+    return ({} if options is None else {"options": options}) | {
         "port": {"name": port[0], "version": port[1]},
         "model": model,
         "profile": profile,

@@ -1,25 +1,21 @@
 """The verdict of a verification: what was compared, what failed, and the exit code that says so.
 
-Green means something was compared: a run passes only when no row failed *and* the stages of
-:data:`MINIMUM` were compared (a port that exposes nothing, or only its RoPE tables, is not green).
-Exit codes follow pytest's spirit (:class:`ExitCode`)."""
+Green means something was compared: a run passes only when no row failed *and* the stages of the
+verdict's minimum were compared (a port that exposes nothing, or only its RoPE tables, is not green;
+the minimum and its groups are declared by the check groups, :data:`~..flow.verify.MINIMUM`). Exit
+codes follow pytest's spirit (:class:`ExitCode`)."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 from .report import STATUSES, Row
 
-# What a green verdict needs compared at least (stage: the check group that compares it): a prefill's
-# logits and decode steps over the port's cache, wherever their group ran.
-MINIMUM = {"prefill logits": "layers", "decode steps": "decode"}
 NAMED_STAGES = 10  # the coverage names the stages compared up to this many, else counts them
-# named in the coverage whenever compared: what a port builds on its host side, and its image stages
-HOST_STAGES = ("static inputs", "masks decode", "RoPE decode", "mask value", "KV cache", "export round-trip")
-IMAGE_STAGES = ("vision inputs", "vision prefill", "fusion", "masks vision")
 
 
 class ExitCode(IntEnum):
@@ -36,15 +32,19 @@ class ExitCode(IntEnum):
 @dataclass(frozen=True)
 class Verdict:
     """The rows of one run (each tagged with its check group), the model's layer count and how many
-    layers' outputs were compared."""
+    layers' outputs were compared; ``minimum``: what a green verdict needs compared at least (a
+    stage: the check group that compares it, counted where that group ran); ``named``: stages the
+    coverage names whenever compared, under a label (``host side``: what a port builds on its host)."""
 
     rows: tuple[Row, ...]
     num_layers: int = 0
     layers_compared: int = 0
+    minimum: Mapping[str, str] = field(default_factory=dict)
+    named: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, rows: Iterable[Row], *, num_layers: int = 0, layers_compared: int = 0) -> Verdict:
-        return cls(tuple(rows), num_layers, layers_compared)
+    def of(cls, rows: Iterable[Row], **facts: Any) -> Verdict:
+        return cls(tuple(rows), **facts)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -71,8 +71,8 @@ class Verdict:
         a group count as every group); ``["anything"]`` when no row compared anything."""
         if not self.compared_stages:
             return ["anything"]
-        ran = set(self.groups) if all(row.group for row in self.rows) else set(MINIMUM.values())
-        return [stage for stage, group in MINIMUM.items() if group in ran and stage not in self.compared_stages]
+        ran = set(self.groups) if all(row.group for row in self.rows) else set(self.minimum.values())
+        return [stage for stage, group in self.minimum.items() if group in ran and stage not in self.compared_stages]
 
     @property
     def exit_code(self) -> ExitCode:
@@ -95,14 +95,14 @@ class Verdict:
         if not stages:
             return "nothing compared"
         named = ", ".join(stages) if len(stages) <= NAMED_STAGES else f"{len(stages)} stages"
-        for label, kinds in (("host side", HOST_STAGES), ("images", IMAGE_STAGES)):
-            found = [stage for stage in kinds if stage in stages]
+        for label, kinds in self.named.items():
+            found = [stage for stage in stages if stage in kinds]  # in data-flow order
             if found and len(stages) > NAMED_STAGES:  # counted, so named here
                 named += f" ({label}: {', '.join(found)})"
         if not self.num_layers:
             return f"{named}; {groups}"
         if not self.layers_compared:
-            logits = any(stage in MINIMUM for stage in stages)  # "logits only" says what it did compare
+            logits = any(stage in self.minimum for stage in stages)  # "logits only" says what it did compare
             return f"{'logits only ' if logits else ''}(0 of {self.num_layers} layers): {named}; {groups}"
         return f"{self.layers_compared} of {self.num_layers} layers, {named}; {groups}"
 

@@ -257,4 +257,3 @@ def _prepared(
 
 def _routing(routing: RoutingLedger | None, model: Any) -> contextlib.AbstractContextManager:
     return contextlib.nullcontext() if routing is None else routing.active(model)
-

@@ -29,7 +29,8 @@ class Capability:
     ``mixin``), or ``declared(port)`` where a port declares it instead (in its limits, say; ``doc``
     then says what it is). ``absent``: the check and the reason of the SKIP row a check group that
     needs it reports on a port without it (``{port}`` and ``{capability}`` filled in). ``uses``: what
-    reads it beyond the check groups that name it."""
+    reads it beyond the check groups that name it. ``coverage``: the report stage that judges it,
+    named in a verdict's coverage whenever compared (the stages a port builds on its host side)."""
 
     name: str
     mixin: type | None
@@ -38,6 +39,7 @@ class Capability:
     doc: str = ""
     absent: tuple[str, str] = ("the rest of this group", "{port} does not expose {capability}")
     uses: str = ""
+    coverage: str = ""
 
     def __post_init__(self) -> None:
         if (self.declared is None) == (not self.methods):

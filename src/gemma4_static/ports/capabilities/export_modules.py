@@ -19,5 +19,5 @@ class ExportModules:
 
 
 MIXIN = ExportModules
-EXPORT_MODULES = Capability("its export modules", ExportModules, ("export_cases",))
+EXPORT_MODULES = Capability("its export modules", ExportModules, ("export_cases",), coverage="export round-trip")
 CAPABILITIES = (EXPORT_MODULES,)

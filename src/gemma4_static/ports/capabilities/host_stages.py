@@ -66,16 +66,15 @@ class HostStages:
         raise not_exposed(self, STATIC_INPUTS.name)
 
 
-
 MIXIN = HostStages
 PREFILL_MASKS = Capability("prefill masks", HostStages, ("prefill_masks",))
 ROPE = Capability("RoPE tables", HostStages, ("rope",))
 TOKEN_EMBEDDING = Capability("the token embedding", HostStages, ("token_embedding",))
-DECODE_MASKS = Capability("decode masks", HostStages, ("decode_masks",))
-DECODE_ROPE = Capability("decode RoPE", HostStages, ("decode_rope",))
-MASK_VALUE = Capability("its additive mask value", HostStages, ("mask_fill_value",))
-KV_CACHE = Capability("its KV cache", HostStages, ("cache_kv",))
-STATIC_INPUTS = Capability("its static inputs", HostStages, ("static_inputs",))
+DECODE_MASKS = Capability("decode masks", HostStages, ("decode_masks",), coverage="masks decode")
+DECODE_ROPE = Capability("decode RoPE", HostStages, ("decode_rope",), coverage="RoPE decode")
+MASK_VALUE = Capability("its additive mask value", HostStages, ("mask_fill_value",), coverage="mask value")
+KV_CACHE = Capability("its KV cache", HostStages, ("cache_kv",), coverage="KV cache")
+STATIC_INPUTS = Capability("its static inputs", HostStages, ("static_inputs",), coverage="static inputs")
 CAPABILITIES = (PREFILL_MASKS, ROPE, TOKEN_EMBEDDING, DECODE_MASKS, DECODE_ROPE, MASK_VALUE, KV_CACHE, STATIC_INPUTS)
 
 
