@@ -11,6 +11,7 @@ from gemma4_static.oracle.references.samples import image_prompt
 from gemma4_static.ports.prompt import Prompt
 
 BATCH = 2
+BACKENDS = ("executorch", "executorch-stages")  # the lane's two ExecuTorch backends
 EDGE_GROUP = "executorch-tiny"  # the xdist group of the tests that lower these programs: one worker lowers them
 
 

@@ -20,34 +20,21 @@ import torch
 
 pytest.importorskip("executorch", reason="the executorch extra is not installed (pip install '.[executorch]')")
 
-from gemma4_static.bundle import export_bundle
 from gemma4_static.cpu.schedule import expand_schedule
-from gemma4_static.executorch.step_inputs import prefill_logits, prefill_method_tokens, step_inputs
+from gemma4_static.executorch.step_inputs import prefill_logits, step_inputs
 from gemma4_static.oracle.checks import parity
 from gemma4_static.oracle.numerics.parity_numerics import greedy_rows
 from gemma4_static.oracle.references.hf import hf_decode_logits, hf_greedy, hf_prefill
 from gemma4_static.oracle.references.samples import text_prompt
 from gemma4_static.oracle.results import tolerances
 from gemma4_static.oracle.results.report import assert_rows_pass
-from gemma4_static.runtime import StaticGemma4Runtime
-from tests.parity.edge_layout import BATCH, EDGE_GROUP, edge_image_case
+from tests.parity.edge_layout import EDGE_GROUP
 
 # the worker that lowers test_executorch.py's programs builds the bundle (one lowering of the text
 # program, then read from the cache); session scope: xdist interleaves modules, a module fixture is rebuilt
 pytestmark = [pytest.mark.executorch, pytest.mark.xdist_group(EDGE_GROUP)]
 CHUNK, NEW = 8, 14
 RUNNER = Path(__file__).with_name("bundle_runner.py")
-
-
-@pytest.fixture(scope="session")
-def bundle(tiny_model, tmp_path_factory):
-    """The tiny model's bundle at the lane's layout (batch 2, its ``max_seq``; window 6 < max_seq, so
-    sliding layers keep a ring; the program the lane's text runtimes lowered, read from the cache),
-    its ``prefill`` method's length, and the runtime it was written from."""
-    runtime = StaticGemma4Runtime(tiny_model, max_seq=edge_image_case(tiny_model.config)[1], batch_size=BATCH)
-    folder = tmp_path_factory.mktemp("bundle")
-    export_bundle(runtime, folder)
-    return folder, prefill_method_tokens(runtime.layout), runtime
 
 
 def test_manifest_states_the_layout_and_calling_convention(bundle):

@@ -24,46 +24,16 @@ from gemma4_static.oracle.faults.catalogue import faults_named
 from gemma4_static.oracle.faults.self_test import format_result, run_fault
 from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.references.hf import hf_decode_logits, hf_prefill
-from gemma4_static.oracle.references.samples import text_prompt
 from gemma4_static.oracle.results.report import assert_rows_pass, merge
 from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 from gemma4_static.stack import LayerStack
-from tests.parity.edge_layout import BATCH, EDGE_GROUP, edge_image_case
+from tests.parity.edge_layout import BACKENDS, EDGE_GROUP
 
 FP32 = torch.float32
-# one worker lowers the lane's programs (two workers would each build the module's runtimes, one
+# one worker lowers the lane's programs (two workers would each build the module's edge_runtimes, one
 # lowering while the other waits on the program's lock); test_bundle.py reads the text program there
 pytestmark = [pytest.mark.executorch, pytest.mark.xdist_group(EDGE_GROUP)]
-
-
-@pytest.fixture(scope="module")
-def image_case(tiny_model):
-    return edge_image_case(tiny_model.config)
-
-
-BACKENDS = ("executorch", "executorch-stages")
-
-
-@pytest.fixture(scope="module")
-def runtimes(tiny_model, image_case):
-    """A runtime on each ExecuTorch backend, batch 2, at the image runtime's shapes (so both share
-    their programs)."""
-    return {
-        backend: StaticGemma4Runtime(tiny_model, max_seq=image_case[1], batch_size=BATCH, backend=backend)
-        for backend in BACKENDS
-    }
-
-
-@pytest.fixture(scope="module")
-def text_prompt_near_window(tiny_model):
-    """A ragged batch-2 prompt ending near the window (6)."""
-    return text_prompt(tiny_model.config, [9, 4], seed=12)
-
-
-@pytest.fixture(params=BACKENDS)
-def text_setup(request, runtimes, text_prompt_near_window):
-    return text_prompt_near_window, runtimes[request.param], request.param
 
 
 def test_every_stage_is_an_executorch_program(text_setup, report):
@@ -92,8 +62,8 @@ def test_prefill_decode_and_generation_match_hf(text_setup, tiny_model, report):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_generation_with_two_image_slots_matches_hf(tiny_model, image_case, backend, report):
-    prompt, max_seq = image_case
+def test_generation_with_two_image_slots_matches_hf(tiny_model, edge_case, backend, report):
+    prompt, max_seq = edge_case
     runtime = StaticGemma4Runtime(
         tiny_model, max_seq=max_seq, batch_size=2, backend=backend, image_slots=prompt.image_slots
     )
@@ -132,11 +102,11 @@ def test_a_shifted_mask_from_the_glue_fails_the_executorch_rows(text_setup, tiny
 
 
 @pytest.mark.nightly  # the traced twin is a program of its own: about 70 s of lowering with an empty cache
-def test_every_layer_output_of_the_program_matches_hf(runtimes, text_prompt_near_window, tiny_model, report):
+def test_every_layer_output_of_the_program_matches_hf(edge_runtimes, text_prompt_near_window, tiny_model, report):
     """Where a divergence starts stays visible in the one-program form: its traced twin (the same
     module, every layer's output returned) gives each layer's hidden states, compared with HF's. The
     program's own cache takes the prompt when the first decode step needs it: the steps match HF."""
-    prompt, runtime = text_prompt_near_window, runtimes["executorch"]
+    prompt, runtime = text_prompt_near_window, edge_runtimes["executorch"]
     ours = StaticRuntimePort.around(runtime, tiny_model.config).prefill(prompt, keep_intermediates=True)
     valid = prompt.attention_mask.bool()
     rows = parity.hidden_state_rows(ours.hidden_states, hf_prefill(tiny_model, prompt), valid, FP32)
@@ -170,11 +140,11 @@ def test_the_fault_self_test_reaches_inside_the_program(tiny_model, report):
     assert result.caught and result.failed[0].stage == "decoder layers"
 
 
-def test_operator_report(runtimes, text_prompt_near_window):
+def test_operator_report(edge_runtimes, text_prompt_near_window):
     """Each stage program says what XNNPACK took and what fell back to the portable kernels: with the
     lowering decompositions (``npu.delegable``) a decoder layer is one XNNPACK subgraph, RMSNorm,
     RoPE and attention included; only the cache placement stays on portable kernels."""
-    prompt, runtime = text_prompt_near_window, runtimes["executorch-stages"]
+    prompt, runtime = text_prompt_near_window, edge_runtimes["executorch-stages"]
     runtime.prefill(prompt.input_ids, prompt.attention_mask)  # lowers what an earlier test did not
     programs = [program for stage in runtime.stages.layers for program in stage.programs()]
     assert programs and all(program.delegated >= 1 for program in programs)

@@ -9,19 +9,10 @@ import torch
 
 from gemma4_static.export import export_case, export_stages, stage_cases
 from gemma4_static.oracle.checks import parity
-from gemma4_static.oracle.references.samples import image_prompt
 from gemma4_static.oracle.results.report import assert_rows_pass, merge
 from gemma4_static.runtime import StaticGemma4Runtime
 
 MAX_SEQ = 208
-
-
-@pytest.fixture(scope="module")
-def tiny_setup(tiny_model):
-    """Two image slots of different sizes and vision profiles (64 soft tokens at 70, 121 at 140)."""
-    prompt = image_prompt(tiny_model.config, text_after=[3], then=((2, (48, 48), 140),))
-    runtime = StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, image_slots=prompt.image_slots)
-    return runtime, {"pixel_values": prompt.pixel_values, "image_position_ids": prompt.image_position_ids}
 
 
 def _assert_every_layer_kind_in_every_mode(cases, window: int, max_seq: int) -> None:
@@ -56,12 +47,12 @@ def test_exported_stages_equal_eager(e2b_model, report):
 
 
 @pytest.mark.executorch  # every stage exported to files, ~5 s: the lane of exported programs
-def test_export_stages_writes_programs_and_manifest(tiny_setup, tiny_model, tmp_path):
+def test_export_stages_writes_programs_and_manifest(export_setup, tiny_model, tmp_path):
     """Every stage of the multimodal model (the vision stage at each slot's profile, one fusion per
     slot) saved and listed in the manifest with the layout's image slots; a saved program loads
     and replays eager. (Each stage's in-memory round-trip on this model is a row of ``verify``,
-    run end to end in tests/unit/test_verify_command.py.)"""
-    runtime, images = tiny_setup
+    run end to end in tests/unit/commands/test_verify_command.py.)"""
+    runtime, images = export_setup
     manifest = json.loads(export_stages(runtime, tmp_path, representative=True, **images).read_text())
     assert manifest["max_seq"] == MAX_SEQ and manifest["batch_size"] == 1
     assert manifest["image_slots"] == [[3, 64], [71, 121]] and manifest["vision_profiles"] == [70, 140]
@@ -87,11 +78,11 @@ def test_export_stages_writes_programs_and_manifest(tiny_setup, tiny_model, tmp_
 DATA_DEPENDENT_OPS = ("nonzero", "masked_select", "_local_scalar_dense", "unique", "one_hot", "item", "max", "argmax")
 
 
-def test_exported_vision_stage_is_static(tiny_setup, report):
+def test_exported_vision_stage_is_static(export_setup, report):
     """The vision stage exports at the profile's patch budget, equals eager, and its graph has no
     data-dependent operator and no unbacked size (HF's pooler takes a max over the positions and
     builds a one-hot from it; ours gets a static pooling matrix from the CPU side)."""
-    runtime, images = tiny_setup
+    runtime, images = export_setup
     (case,) = [case for case in stage_cases(runtime, **images) if case.name == "vision_prefill_70"]
     program = export_case(case)
     assert not program.range_constraints, program.range_constraints

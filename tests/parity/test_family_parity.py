@@ -22,7 +22,6 @@ from gemma4_static.oracle.checks.routing import MARGIN_BOUND, RoutingLedger, is_
 from gemma4_static.oracle.groups import names
 from gemma4_static.oracle.references.family import GEOMETRY_NAMES, TESTER_PATCHES
 from gemma4_static.oracle.references.hf import hf_prefill
-from gemma4_static.oracle.references.models import build_default_model
 from gemma4_static.oracle.references.samples import Prompt, text_prompt
 from gemma4_static.oracle.results.report import assert_rows_pass, merge
 from gemma4_static.ports.static import StaticRuntimePort
@@ -31,16 +30,6 @@ from gemma4_static.spec import text_module
 
 FP32 = torch.float32
 TESTER_LENGTHS = [1, 2, 3, 4, 5, 6, 7, 7, 7, 7, 7, 7, 7]  # CausalLMModelTester: batch 13, seq 7, tril mask
-
-
-@pytest.fixture(scope="module")
-def tester_model():
-    return build_default_model("hf-tester")
-
-
-@pytest.fixture(scope="module")
-def vision_tester_model():
-    return build_default_model("hf-vision-tester")
 
 
 def _check(rows, report, label: str) -> None:

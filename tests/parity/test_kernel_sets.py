@@ -10,13 +10,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from gemma4_static.oracle.numerics.kernel_sets import KERNEL_SETS, MARKER
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 # AVX-512 without bf16 instructions emulates bf16; AVX2 has no avx512_fp16; the others: either
 VERIFY_DTYPE = {"native": "bfloat16", "avx512": "bfloat16", "avx2": "float16", "baseline": "float16"}
 
@@ -32,17 +30,6 @@ def _plain(env: dict[str, str]) -> dict[str, str]:
     each worker has: two processes spinning two OpenMP threads each on two cores run many times
     slower). Two threads are covered by CI's kernel-set matrix, which runs one process a job."""
     return {**{key: value for key, value in env.items() if not key.startswith("PYTEST_XDIST")}, "OMP_NUM_THREADS": "1"}
-
-
-@pytest.fixture(params=list(KERNEL_SETS))
-def kernel_set(request: pytest.FixtureRequest):
-    kernel_set = KERNEL_SETS[request.param]
-    reason = kernel_set.unsupported()
-    if reason is not None:
-        pytest.skip(reason)
-    if kernel_set.name == os.environ.get(MARKER, "native"):
-        pytest.skip(f"this run itself runs under kernel set {kernel_set.name}: its own numerics lane covers it")
-    return kernel_set
 
 
 def test_numerics_lane_passes_under_the_kernel_set(kernel_set, report):

@@ -129,11 +129,6 @@ def test_no_nan_or_inf_for_the_default_mask_value(tiny_low_precision, lengths, d
     assert all(torch.isfinite(tensor).all() for tensor in produced)
 
 
-@pytest.fixture(scope="module")
-def tiny_low_precision(tiny_model):
-    return {dtype: copy.deepcopy(tiny_model).to(dtype) for dtype in PROFILES}
-
-
 def test_overflow_report_names_the_first_overflowing_layer(tiny_model, monkeypatch, capsys):
     """Layer 3's up projection scaled by 1e6: in fp16 its output leaves the range first; verify
     names it (and, downstream, everything after it fails too)."""

@@ -16,7 +16,7 @@ from transformers import Gemma4ForCausalLM, Gemma4TextConfig
 from gemma4_static.oracle.checks import parity
 from gemma4_static.oracle.references.hf import hf_prefill
 from gemma4_static.oracle.references.models import tiny_text_fields
-from gemma4_static.oracle.references.samples import image_prompt, text_prompt
+from gemma4_static.oracle.references.samples import text_prompt
 from gemma4_static.oracle.results.report import Row, assert_rows_pass, merge
 from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
@@ -49,30 +49,8 @@ def _text_case(model, batch: int):
     return prompt, StaticGemma4Runtime(model, max_seq=longest + 5, batch_size=batch)
 
 
-@pytest.fixture(scope="module")
-def image_case(tiny_model):
-    prompt = image_prompt(tiny_model.config, text_after=[9, 4, 1])
-    runtime = StaticGemma4Runtime(
-        tiny_model,
-        max_seq=prompt.input_ids.shape[1] + 3,
-        batch_size=3,
-        image_slots=prompt.image_slots,
-    )
-    return (
-        prompt,
-        runtime,
-        runtime.prefill_outputs(
-            runtime.build_inputs(prompt.input_ids, prompt.attention_mask),
-            prompt.pixel_values,
-            prompt.image_position_ids,
-            keep_intermediates=True,
-        ),
-        hf_prefill(tiny_model, prompt),
-    )
-
-
-def test_static_inputs_match_what_hf_sees(image_case, tiny_model):
-    prompt, _, outputs, _ = image_case
+def test_static_inputs_match_what_hf_sees(prefill_image_case, tiny_model):
+    prompt, _, outputs, _ = prefill_image_case
     inputs = outputs.inputs
     assert_rows_pass([parity.static_input_row(prompt, inputs.input_ids, inputs.valid, tiny_model.config)])
 
@@ -83,21 +61,21 @@ def test_token_embedding_is_exact(gemma4_model):
     assert_rows_pass([parity.embedding_row(gemma4_model, StaticRuntimePort.around(runtime, gemma4_model.config), ids)])
 
 
-def test_per_layer_inputs_match_hf(image_case, tiny_model, report):
-    prompt, _, outputs, hf = image_case
+def test_per_layer_inputs_match_hf(prefill_image_case, tiny_model, report):
+    prompt, _, outputs, hf = prefill_image_case
     ids = parity.llm_input_ids(prompt, tiny_model.config)
     _check([parity.ple_row(tiny_model, ids, hf, outputs.per_layer_inputs, FP32)], report, "PLE")
 
 
-def test_vision_prefill_matches_get_image_features(image_case, tiny_model, report):
-    prompt, _, outputs, _ = image_case
+def test_vision_prefill_matches_get_image_features(prefill_image_case, tiny_model, report):
+    prompt, _, outputs, _ = prefill_image_case
     ((_, count),) = prompt.image_slots
     assert [tokens.shape[0] for tokens in outputs.soft_tokens] == [count] * 3
     _check([parity.vision_row(tiny_model, prompt, outputs.soft_tokens, FP32)], report, "vision prefill")
 
 
-def test_fixed_slot_fusion_equals_masked_scatter(image_case):
-    _, _, outputs, _ = image_case
+def test_fixed_slot_fusion_equals_masked_scatter(prefill_image_case):
+    _, _, outputs, _ = prefill_image_case
     assert_rows_pass([parity.fusion_row(outputs)])
 
 
@@ -125,8 +103,8 @@ def test_text_prefill_matches_hf(gemma4_model, batch, report):
     _check(parity.logits_rows(ours, theirs, FP32), report, "last-token logits (reusing tail on the last token)")
 
 
-def test_image_prefill_matches_hf(image_case, tiny_model, report):
-    prompt, runtime, outputs, hf = image_case
+def test_image_prefill_matches_hf(prefill_image_case, tiny_model, report):
+    prompt, runtime, outputs, hf = prefill_image_case
     _compare_prefill(tiny_model, runtime, outputs, hf, prompt, report, " (image)")
     args = (prompt.input_ids, prompt.attention_mask, prompt.pixel_values, prompt.image_position_ids)
     theirs = hf.logits[torch.arange(3), prompt.last_index]

@@ -31,11 +31,7 @@ IMAGE_SETS = {
 }
 
 
-@pytest.fixture(params=list(IMAGE_SETS))
-def images(request, vision_model):
-    return processed_images(vision_model.config, IMAGE_SETS[request.param], seed=3)
-
-
+@pytest.mark.parametrize("images", IMAGE_SETS, indirect=True)
 def test_vision_inputs_match_hf(vision_model, images):
     """Encoder key-padding mask (exact) and axial 2-D RoPE from ``image_position_ids`` alone."""
     ids = images["image_position_ids"]
@@ -43,6 +39,7 @@ def test_vision_inputs_match_hf(vision_model, images):
     assert_rows_pass(vision_input_rows(vision_model, ids, profile=70, dtype=FP32))
 
 
+@pytest.mark.parametrize("images", IMAGE_SETS, indirect=True)
 def test_vision_stage_matches_hf(vision_model, images, report):
     rows = vision_stage_rows(vision_model, images["pixel_values"], images["image_position_ids"], profile=70, dtype=FP32)
     worst = merge(rows, "vision prefill", "all")

@@ -16,6 +16,7 @@ import gemma4_static as api
 from gemma4_static.oracle.references.models import tiny_config
 
 CONFIG = tiny_config()
+MAX_SEQ, BATCH = 12, 2  # the runtime fixture (tests/unit/conftest.py)
 VALID = torch.ones(2, 8, dtype=torch.bool)
 
 
@@ -76,11 +77,6 @@ def test_mask_and_rope_builders(name, value):
     """``text_config`` errors name the config (``text_config``); a config reader names itself."""
     expected = "text_config" if name == "config" else name
     _outcome(expected, lambda: MASK_CALLS[name](value))
-
-
-@pytest.fixture(scope="module")
-def runtime(tiny_model):
-    return api.StaticGemma4Runtime(tiny_model, max_seq=12, batch_size=2)
 
 
 CONSTRUCTOR_ARGS = (

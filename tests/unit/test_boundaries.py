@@ -12,15 +12,10 @@ from hypothesis import strategies as st
 
 from gemma4_static.cpu.layout import StaticLayout
 from gemma4_static.cpu.vision import VISION_PROFILES
-from gemma4_static.runtime import StaticGemma4Runtime
 from tests.strategies import around
 
 MAX_SEQ = 8
-
-
-@pytest.fixture(scope="module")
-def runtime(tiny_model):
-    return StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=1)
+BATCH = 1
 
 
 def _vocab(runtime) -> int:

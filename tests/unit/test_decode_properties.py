@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,16 +11,6 @@ from gemma4_static.runtime import StaticGemma4Runtime
 
 MAX_SEQ = 32
 CHUNKS = (None, 4, 8, 16)
-
-
-@pytest.fixture(scope="module")
-def runtimes(tiny_model):
-    """Batch-2 decoders per prefill chunk length (None = single shot) and a separate reference
-    runtime for the extended-prompt prefills, built once for all examples."""
-    decoders = {
-        chunk: StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=2, prefill_chunk=chunk) for chunk in CHUNKS
-    }
-    return decoders, StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=2)
 
 
 def _right_padded(ids: torch.Tensor, lengths: list[int]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -4,9 +4,6 @@ sizes and step counts; a wrong slot formula breaks it."""
 
 from __future__ import annotations
 
-import copy
-
-import pytest
 import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -18,17 +15,6 @@ from gemma4_static.runtime import StaticGemma4Runtime
 MAX_SEQ = 32
 WINDOWS = (1, 2, 3, 5, 8)
 CHUNKS = (None, 2, 4, 8, 16)
-
-
-@pytest.fixture(scope="module")
-def models(tiny_model):
-    """The tiny model under several sliding windows (the weights do not depend on the window)."""
-    variants = {}
-    for window in WINDOWS:
-        model = copy.deepcopy(tiny_model)
-        model.config.text_config.sliding_window = window
-        variants[window] = model
-    return variants
 
 
 def _decode(model, layout: str, chunk, ids: torch.Tensor, lengths: list[int], steps: int) -> torch.Tensor:

@@ -9,25 +9,8 @@ import torch
 from transformers import Gemma4UnifiedForCausalLM, Gemma4UnifiedTextConfig
 
 from gemma4_static.cpu.inputs import StaticLayout
-from gemma4_static.oracle.references.samples import image_prompt, text_prompt
+from gemma4_static.oracle.references.samples import text_prompt
 from gemma4_static.runtime import StaticGemma4Runtime
-
-
-@pytest.fixture(scope="module")
-def text_runtime(tiny_model):
-    return StaticGemma4Runtime(tiny_model, max_seq=16, batch_size=2)
-
-
-@pytest.fixture(scope="module")
-def image_setup(tiny_model):
-    prompt = image_prompt(tiny_model.config, text_after=[3, 2])
-    runtime = StaticGemma4Runtime(
-        tiny_model,
-        max_seq=prompt.input_ids.shape[1] + 2,
-        batch_size=2,
-        image_slots=prompt.image_slots,
-    )
-    return prompt, runtime
 
 
 def test_prompt_longer_than_max_seq(text_runtime, tiny_model):

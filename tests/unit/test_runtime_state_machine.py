@@ -13,8 +13,6 @@ and text in the slots it leaves empty)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -34,27 +32,6 @@ def _examples() -> int:
     """10 examples of up to 8 calls per kind in the dev and ci profiles (the suite's budget), 500 in
     the fuzz profile (each call re-runs HF on the whole history)."""
     return 500 if settings.default.max_examples > 60 else 10
-
-
-@pytest.fixture(scope="module")
-def targets(tiny_model):
-    """One fuzz target per kind: this runtime at ``MAX_SEQ`` (the image kind: its prompt's length + 8),
-    batch 2, both padding sides, keeping its conversation after a refused call."""
-    config = tiny_model.config
-    layout = image_prompt(config, text_after=[3, 3], seed=1, then=SECOND_IMAGE)
-
-    def runtime(**options):
-        return lambda setup: StaticRuntimePort(tiny_model, setup, **options)
-
-    def target(build, max_seq, image_slots=()):
-        base = FuzzTarget.of(tiny_model, VerifyOptions(max_seq=max_seq), build=build)
-        return dataclasses.replace(base, paddings=("right", "left"), keeps_conversation=True, image_slots=image_slots)
-
-    return {
-        "text": target(runtime(), MAX_SEQ),
-        "text-full-layout": target(runtime(sliding_cache="full"), MAX_SEQ),
-        "image": target(runtime(), layout.input_ids.shape[1] + 8, layout.image_slots),
-    }
 
 
 def image_prompts(tiny_model):

@@ -1,0 +1,134 @@
+"""The suite's own house rules, loaded as a plugin by the root ``conftest.py``: hypothesis profiles,
+one intra-op thread per xdist worker, the kernel set a run was started under, no test's substitute
+outliving it, inference only, and the terminal summary of the models built and the numbers measured."""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from collections import Counter
+from unittest import mock
+
+import pytest
+import torch
+from hypothesis import HealthCheck, settings
+
+# Hypothesis profiles, selectable with --hypothesis-profile=NAME.
+_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
+settings.register_profile("dev", max_examples=25, deadline=None, suppress_health_check=_SLOW_OK)
+settings.register_profile(
+    "ci", max_examples=60, derandomize=True, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK
+)
+settings.register_profile("fuzz", max_examples=5000, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+# Under xdist every worker is its own process: one intra-op thread each keeps the workers from
+# oversubscribing the cores (with the default, two workers on two cores run slower than one).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
+
+BUILDS: Counter[str] = Counter()  # models built in this process (tests/conftest.py counts them)
+MEASUREMENTS: list[str] = []  # numbers a test reported (the ``report`` fixture)
+_worker_builds: dict[str, dict[str, int]] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A run started under a kernel set (``gemma4-static kernels``) must run its kernels, or stop."""
+    from gemma4_static.oracle.numerics.kernel_sets import MARKER, check_active
+
+    if os.environ.get(MARKER):
+        try:
+            check_active(os.environ[MARKER])
+        except ValueError as error:
+            raise pytest.UsageError(str(error)) from None
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    from gemma4_static.oracle.numerics.kernel_sets import active_kernels
+
+    return f"gemma4 kernels: {active_kernels()}"
+
+
+def leaked_substitutes() -> list[str]:
+    """Names in the library's modules (and on its classes) bound to a test's substitute: a mock, or a
+    function or class defined in a test module. A patch undone by its test leaves none; a module
+    imported *while* a name was patched keeps the substitute it imported (``from x import name``)."""
+    leaked = []
+    for module_name, module in list(sys.modules.items()):
+        if not module_name.startswith("gemma4_static") or module is None:
+            continue
+        namespace = vars(module)
+        owners = [(module_name, namespace)]
+        owners += [
+            (f"{module_name}.{name}", vars(value))
+            for name, value in namespace.items()
+            if isinstance(value, type) and value.__module__ == module_name
+        ]
+        for owner, names in owners:
+            for name, value in list(names.items()):
+                if isinstance(value, mock.NonCallableMock) or _from_a_test(value):
+                    leaked.append(f"{owner}.{name} = {value!r}")
+    return leaked
+
+
+def _from_a_test(value) -> bool:
+    """A function or class defined in a test module (``tests.*`` or ``conftest``)."""
+    defined_in = getattr(value, "__module__", None) if isinstance(value, type | types.FunctionType) else None
+    return isinstance(defined_in, str) and (defined_in.startswith("tests.") or defined_in == "conftest")
+
+
+@pytest.fixture(autouse=True)
+def _no_substitute_outlives_its_test():
+    """Every test ends with the library as it found it: a patch that outlived its test made the default
+    suite flaky once (a CLI test's mock, imported by a module loaded during the patch, later met by
+    another test, depending on the order and on what hypothesis drew)."""
+    yield
+    leaked = leaked_substitutes()
+    if leaked:
+        pytest.fail(f"a test's substitute outlived it: {leaked[:3]}", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _inference_only():
+    """The suite never trains: HF oracles run without autograd, like the runtime."""
+    with torch.no_grad():
+        yield
+
+
+@pytest.fixture
+def report(request: pytest.FixtureRequest):
+    """``report(text)`` records a measured number for the terminal summary (and prints it)."""
+
+    def record(text: str) -> None:
+        line = f"{request.node.nodeid}: {text}"
+        MEASUREMENTS.append(line)
+        print(line)
+
+    return record
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: hand the numbers to the controller
+        workeroutput["gemma4_builds"] = dict(BUILDS)
+        workeroutput["gemma4_measurements"] = list(MEASUREMENTS)
+
+
+def pytest_testnodedown(node, error) -> None:
+    output = getattr(node, "workeroutput", {})
+    _worker_builds[node.workerinput["workerid"]] = output.get("gemma4_builds", {})
+    MEASUREMENTS.extend(output.get("gemma4_measurements", []))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    write = terminalreporter.write_line
+    if MEASUREMENTS:
+        terminalreporter.section("gemma4 parity measurements")
+        for line in sorted(MEASUREMENTS):
+            write(line)
+    terminalreporter.section("gemma4 model builds")
+    per_process = _worker_builds or {"main": dict(BUILDS)}
+    for worker, builds in sorted(per_process.items()):
+        counts = ", ".join(f"{name}={count}" for name, count in sorted(builds.items())) or "none"
+        write(f"{worker}: {counts}")

@@ -1,0 +1,32 @@
+"""The ``long-positions`` group's plan: the context it asks of a port, what it compares, when it
+cannot run. The fault only it catches (positions cast to float16 inside a port whose ``rope`` hook
+is exact) is the self-test lane's (``test_fuzz_power.py``)."""
+
+from __future__ import annotations
+
+from gemma4_static.oracle.flow.verify import verify
+from gemma4_static.oracle.groups.long_positions import LONG_STEPS, STAGE
+from gemma4_static.oracle.options import VerifyOptions
+from gemma4_static.oracle.results import tolerances
+
+ADAPTERS = "tests.unit.ports.port_adapters"
+
+
+def test_the_group_fills_the_context_the_port_holds_and_compares_it(tiny_model):
+    """Within the port's ``max_seq`` (64 here, 4100 where it holds that many): the prompt fills all but
+    the two decode steps' slots (the decode path places the last positions itself), and the row
+    compares them."""
+    assert tolerances.ROPE_POSITIONS == 4100
+    rows = verify(tiny_model, VerifyOptions(port=f"{ADAPTERS}:ShortContextPort", groups=("long-positions",))).rows
+    assert [row.stage for row in rows] == [STAGE]
+    (row,) = rows
+    assert LONG_STEPS == 2
+    assert row.check.startswith("prompt 62: 1 schedule, chunk ends, last token, 2 decode steps")
+    assert row.compared and 0 <= row.value <= row.tolerance < 1e-3, row
+
+
+def test_a_port_that_needs_an_image_without_a_profile_is_skipped_with_the_reason(tiny_model):
+    port = f"{ADAPTERS}:NeedsImageNoProfilePort"
+    rows = verify(tiny_model, VerifyOptions(port=port, groups=("schedules", "long-positions"))).rows
+    assert [(row.stage, row.skipped != "") for row in rows] == [("schedules", True), (STAGE, True)]
+    assert all("needs an image in every prompt" in row.skipped for row in rows)

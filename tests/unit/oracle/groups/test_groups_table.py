@@ -1,0 +1,136 @@
+"""The check groups as declared parts: one file each, one table (``GROUPS``) from which everything
+else is derived. A group's name is written in its own file and nowhere else in the package or in a
+table of the docs; dropping the documentation's example group into the groups folder is all it
+takes to add one (its rows, ``--without``, the docs' table, new-port's test file)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+from gemma4_static.commands.cli import build_parser
+from gemma4_static.oracle.groups import BY_NAME, GROUPS, PROFILE_KINDS, kind_of, names
+from gemma4_static.oracle.options import group_names
+from tests.paths import PACKAGE, ROOT
+
+GROUPS_FOLDER = PACKAGE / "oracle" / "groups"
+CALLS = {"without", "runs", "run_group", "check_group", "runs_in"}  # functions that take a group's name
+
+
+def test_each_group_is_its_file_and_the_table_is_in_data_flow_order():
+    modules = sorted(path.stem for path in GROUPS_FOLDER.glob("*.py") if not path.stem.startswith("_"))
+    assert sorted(group.name.replace("-", "_") for group in GROUPS) == modules
+    assert [group.order for group in GROUPS] == sorted(group.order for group in GROUPS)
+    assert group_names() == tuple(sorted(names())) and set(BY_NAME) == set(names())
+    assert names("integer") == names() and "quantization" not in names("float32")  # a group of integer profiles
+    assert kind_of("bfloat16", None) == "low precision" and kind_of("float32", "a8w8") == "integer"
+    assert all(set(group.profiles) <= set(PROFILE_KINDS) and group.describe for group in GROUPS)
+
+
+def _group_references(tree: ast.AST) -> list[tuple[int, str]]:
+    """String constants used as a check group's name: compared with a row's ``.group``, handed to a
+    function that takes group names, a ``groups=`` argument, or ``BY_NAME[...]``."""
+
+    def constants(node: ast.AST) -> list[ast.Constant]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [node]
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return [constant for element in node.elts for constant in constants(element)]
+        return []
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(isinstance(side, ast.Attribute) and side.attr == "group" for side in sides):
+                found += [constant for side in sides for constant in constants(side)]
+        elif isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if name in CALLS:
+                found += [constant for argument in node.args for constant in constants(argument)]
+            found += [constant for keyword in node.keywords if keyword.arg == "groups" for c in [keyword.value]
+                      for constant in constants(c)]  # fmt: skip
+        elif isinstance(node, ast.Subscript) and getattr(node.value, "id", None) == "BY_NAME":
+            found += constants(node.slice)
+    return [(constant.lineno, constant.value) for constant in found if constant.value in set(names())]
+
+
+def test_a_group_name_is_written_nowhere_else():
+    """Outside ``oracle/groups/`` no module of the package names a group as a group (a row's group,
+    a selection, a lookup), and no table of the docs lists one by hand: each is derived from GROUPS."""
+    written = {
+        f"{path.relative_to(PACKAGE)}:{line}": name
+        for path in PACKAGE.rglob("*.py")
+        if GROUPS_FOLDER not in path.parents
+        for line, name in _group_references(ast.parse(path.read_text()))
+    }
+    assert written == {}
+    tables = {
+        f"{page.relative_to(ROOT)}: {line.strip()}"
+        for page in [*ROOT.joinpath("docs").rglob("*.md"), ROOT / "README.md"]
+        for line in page.read_text().splitlines()
+        if any(line.startswith(f"| `{name}` |") for name in names())
+    }
+    assert tables == set()
+
+
+def test_the_scan_finds_a_group_written_by_hand():
+    """The scan above is not blind: each way of naming a group by hand is found."""
+    source = (
+        "rows = [row for row in rows if row.group == 'decode']\n"
+        "options = options.without('export')\n"
+        "VerifyOptions(groups=('rope', 'layers'))\n"
+        "BY_NAME['schedules']\n"
+        "decode = 'decode'  # a mode, not a group: not a reference\n"
+    )
+    found = sorted(_group_references(ast.parse(source)))
+    assert found == [(1, "decode"), (2, "export"), (3, "layers"), (3, "rope"), (4, "schedules")]
+
+
+def test_the_command_line_offers_the_table():
+    (verify,) = [action.choices["verify"] for action in build_parser()._actions if getattr(action, "choices", None)
+                 and "verify" in action.choices]  # fmt: skip
+    (without,) = [action for action in verify._actions if "--without" in action.option_strings]
+    assert tuple(without.choices) == group_names() and all(name in without.help for name in names())
+
+
+def _example_group() -> str:
+    page = (ROOT / "docs" / "reference" / "checks.md").read_text()
+    return re.search(r"<!-- example-group -->\n```python\n(.*?)```", page, re.DOTALL).group(1)
+
+
+def test_adding_a_group_is_one_new_file(tmp_path):
+    """The documentation's example group, dropped into a copy of the package's groups folder and
+    nothing else changed: it is in the table in its place, ``verify --without`` offers it, the docs'
+    table and new-port's test file list it, and ``verify`` runs it (its row PASSes on the tiny model)."""
+    copy = tmp_path / "gemma4_static"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "oracle" / "groups" / "special_embeddings.py").write_text(_example_group())
+    probe = (
+        "import sys; sys.path.insert(0, 'docs/hooks'); import reference\n"
+        "from gemma4_static.commands.new_port import TEST\n"
+        "from gemma4_static.oracle.groups import names\n"
+        "print(' '.join(names()))\n"
+        "print([line for line in reference._check_groups().splitlines() if 'special-embeddings' in line])\n"
+        "print('names(\"float32\")' in TEST)\n"
+        "from gemma4_static.commands.cli import build_parser\n"
+        "commands = next(action for action in build_parser()._actions if getattr(action, 'choices', None))\n"
+        "print(' '.join(commands.choices['verify'].format_help().split()))\n"
+    )
+    environment = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, env=environment)
+    assert result.returncode == 0, result.stderr
+    listed, table, test_file_reads_the_table, helped = result.stdout.splitlines()
+    assert listed.split()[1:3] == ["inputs", "special-embeddings"]  # its place in data-flow order
+    assert "the port's token embedding of every special id" in table and "the token embedding" in table
+    assert test_file_reads_the_table == "True"
+    assert "special-embeddings" in helped.split("--without GROUP")[-1].split("--port")[0]
+    others = [option for name in names() for option in ("--without", name)]
+    command = [sys.executable, "-m", "gemma4_static", "verify", "--quiet", *others]
+    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=environment)
+    assert "PASS  token embedding   vs get_input_embeddings" in run.stdout, run.stdout + run.stderr
+    assert "1 of 1 check groups" in run.stdout

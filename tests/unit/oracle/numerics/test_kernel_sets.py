@@ -1,0 +1,80 @@
+"""Kernel sets (``gemma4-static kernels``, ``verify --kernel-set``): listed with whether this CPU
+runs each, printed as a CI environment, refused with the reason where the CPU lacks a flag, and a
+process started under a set that does not run its kernels stops instead of measuring the wrong ones."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from gemma4_static.commands import cli
+from gemma4_static.oracle.numerics import kernel_sets
+from gemma4_static.oracle.numerics.kernel_sets import KERNEL_SETS, MARKER, check_active, kernel_set_named
+from tests.paths import ROOT
+
+
+def test_kernels_lists_every_set_with_its_status(capsys):
+    assert cli.main(["kernels"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in printed] == list(KERNEL_SETS)
+    assert all("runs here" in line or "needs CPU flags" in line for line in printed)
+
+
+def test_kernels_env_prints_the_variables_of_a_set(capsys, monkeypatch):
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"avx2": True, "fma3": True, "cpu_name": "test"})
+    assert cli.main(["kernels", "--env", "avx2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "ATEN_CPU_CAPABILITY=avx2",
+        "ONEDNN_MAX_CPU_ISA=AVX2",
+        "MKL_ENABLE_INSTRUCTIONS=AVX2",
+        f"{MARKER}=avx2",
+    ]
+
+
+def test_a_set_the_cpu_lacks_is_refused_with_the_missing_flags(capsys, monkeypatch):
+    monkeypatch.delenv(MARKER, raising=False)  # the suite may itself run under that set
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"avx2": True, "fma3": True, "cpu_name": "test"})
+    assert cli.main(["kernels", "--env", "avx512"]) == 1
+    assert "kernel set avx512 needs CPU flags ['avx512_f', 'avx512_bw', 'avx512_vl', 'avx512_dq']" in (
+        capsys.readouterr().err
+    )
+    assert cli.main(["verify", "--kernel-set", "avx512"]) == 2
+    assert "needs CPU flags" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["kernels", "--env", "avx3"], ["verify", "--kernel-set", "AVX2"]])
+def test_unknown_sets_are_a_clear_error(argv, capsys):
+    assert cli.main(argv) == 2
+    assert "kernel set must be one of ['native', 'avx2', 'avx512', 'baseline'], got" in capsys.readouterr().err
+
+
+def test_a_process_that_does_not_run_its_set_says_so(monkeypatch):
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    with pytest.raises(ValueError, match="kernel set avx2 should run ATen AVX2, but this process runs DEFAULT"):
+        check_active("avx2")
+    check_active("native")  # native runs whatever the CPU has
+
+
+def test_verify_under_the_set_it_already_runs_stays_in_process(monkeypatch):
+    """The re-run is skipped once the marker names the set (no endless re-execution)."""
+    monkeypatch.setenv(MARKER, "native")
+    monkeypatch.setattr(kernel_sets.subprocess, "run", lambda *args, **kwargs: pytest.fail("re-ran"))
+    assert kernel_sets.rerun_under("native", ["verify"]) is None
+
+
+@pytest.mark.kernels
+def test_a_test_run_started_under_a_set_it_does_not_run_stops():
+    """The suite refuses to measure under other kernels than its environment names (the kernels
+    lane's guard, so it runs in that lane: a new pytest process)."""
+    wrong = {**kernel_set_named("avx2").environment(), "ATEN_CPU_CAPABILITY": "default"}
+    wrong = {key: value for key, value in wrong.items() if not key.startswith("PYTEST_XDIST")}
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "--collect-only", "-q"]
+    result = subprocess.run(
+        [*command, "tests/unit/oracle/numerics/test_token_rule.py"], cwd=ROOT, env=wrong, capture_output=True, text=True
+    )
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "kernel set avx2 should run ATen AVX2, but this process runs DEFAULT" in result.stderr

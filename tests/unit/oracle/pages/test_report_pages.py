@@ -1,0 +1,277 @@
+"""The report pages without a browser (the browser lane renders them: tests/unit/oracle/pages/test_report_browser.py):
+the verify page's rows, counts, first divergence, pictures and self-containment against its JSON
+document; the comparison's matching, losses, verdict and exit codes; their bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from gemma4_static.commands import cli
+from gemma4_static.oracle.flow.verify import MINIMUM, NAMED
+from gemma4_static.oracle.pages.compare import compare_reports, load_report, severity
+from gemma4_static.oracle.pages.compare_page import compare_page
+from gemma4_static.oracle.pages.verify_page import verify_page
+from gemma4_static.oracle.results.diagrams import mask_diagram
+from gemma4_static.oracle.results.figures import grid_cell, layer_points, position_points, relative_to_gate
+from gemma4_static.oracle.results.report import Row
+from gemma4_static.oracle.results.report_json import report_document
+from gemma4_static.oracle.results.verdict import Verdict
+
+RUN = {
+    "port": {"name": "my-npu", "version": "0.1"},
+    "model": "tiny",
+    "profile": "float32",
+    "backend": "torch",
+    "kernel_set": "ATen AVX2",
+    "versions": {"python": "3.11", "gemma4-static": "0.1.0", "torch": "2.13", "transformers": "5.24"},
+    "cpu": {"name": "test CPU", "aten_capability": "AVX2", "flags": []},
+    "seeds": {"sample prompt": 0},
+    "date": "2026-12-03T10:00:00+00:00",
+}
+
+
+class Elements(HTMLParser):
+    """Every start tag with its attributes, in document order."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.feed(page)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def having(self, tag: str, **attributes: str) -> list[dict[str, str | None]]:
+        return [
+            attrs for name, attrs in self.tags if name == tag and all(attrs.get(k) == v for k, v in attributes.items())
+        ]
+
+
+def _mask_detail() -> str:
+    import torch
+
+    ours = torch.tril(torch.ones(1, 1, 4, 4, dtype=torch.bool))
+    theirs = ours.clone()
+    theirs[0, 0, 3, 0] = False  # a window one key shorter
+    return mask_diagram(ours, theirs, torch.ones(1, 4, dtype=torch.bool), "masks prefill sliding_attention")
+
+
+def _document(*, failing: bool = True, incomplete: str | None = None) -> dict:
+    rows = [
+        Row("masks prefill", "full_attention eager", "mismatched entries", 0, 0, group="prefill-masks"),
+        Row(
+            "masks prefill",
+            "sliding_attention eager <script>",
+            "mismatched entries",
+            1 if failing else 0,
+            0,
+            detail=_mask_detail() if failing else "",
+            group="prefill-masks",
+        ),
+        Row("decoder layers", "layers 0-4 hidden states", "max abs diff", 2e-5, 1e-4, group="layers"),
+        Row("prefill logits", "placeholders", "max abs diff", 27.0, 5e-4, expected="documented", group="decode"),
+        Row("decode steps", "1 rows x 15 steps", "max abs diff", math.nan, 5e-4, group="decode"),
+        Row("generation", "matched prefix", "matched prefix", 15, math.inf, group="decode"),
+        Row("export", "the rest of this group", "not checked", math.nan, math.nan, skipped="no export", group="export"),
+    ]
+    figures = {
+        "layers": layer_points(
+            [[Row("decoder layers", f"layer {i}", "max abs diff", 1e-5 * i, 1e-4)] for i in range(5)]
+        ),
+        "positions": position_points([[0, 0], [0, 1], [1, 0]], [1e-5, 2e-3, 0.0], 1e-3),
+        "grid": [
+            grid_cell(5, "policy", "[5]", "pass", value=1e-5, tolerance=5e-4),
+            grid_cell(5, "chunks of 1", "[1 x 5]", "fail", value=1e-2, tolerance=5e-4, first="position 3"),
+            grid_cell(7, "policy", "[7]", "raised", first="IndexError: out of range"),
+            grid_cell(7, "chunks of 1", "[1 x 7]", "refused"),
+            grid_cell(7, "chunks of 2W", "[12]", "over budget"),
+        ],
+    }
+    extra = {"figures": figures} | ({"incomplete": incomplete} if incomplete else {})
+    return report_document(
+        Verdict.of(rows, num_layers=10, layers_compared=10, minimum=MINIMUM, named=NAMED), RUN, extra
+    )
+
+
+def test_the_page_holds_every_row_with_its_status_and_the_counts_of_the_json():
+    document = _document()
+    page = verify_page(document)
+    elements = Elements(page)
+    for status, count in document["counts"].items():
+        assert len(elements.having("tr", **{"data-status": status})) == count, status
+    assert re.search(r'id="verdict">verdict: failed \(exit 1\)<', page)
+    assert "&lt;script&gt;" in page and "<script" not in page  # text escaped, no script at all
+
+
+def test_the_first_divergence_is_the_first_failing_row_and_is_linked():
+    document = _document()
+    elements = Elements(verify_page(document))
+    (first,) = elements.having("tr", id="first-divergence")
+    assert first["data-status"] == "FAIL" and elements.having("a", href="#first-divergence")
+    rows = [attrs for name, attrs in elements.tags if name == "tr" and "data-status" in attrs]
+    assert rows.index(first) == next(i for i, row in enumerate(document["rows"]) if row["status"] == "FAIL")
+    passing = verify_page(_document(failing=False) | {"rows": [r for r in document["rows"] if r["status"] != "FAIL"]})
+    assert 'id="first-divergence"' not in passing and "No row failed." in passing
+
+
+def test_the_pictures_draw_the_figures_and_the_failing_mask():
+    page = verify_page(_document())
+    elements = Elements(page)
+    cells = elements.having("g", **{"class": "cell"})
+    assert [cell["data-outcome"] for cell in cells] == ["pass", "fail", "raised", "refused", "over budget"]
+    assert page.count('class="dot"') == 5 + 2  # a point per layer, and per passing position
+    assert page.count('class="fail-mark"') == 1  # the position past its gate
+    assert len(elements.having("polyline", **{"class": "series ours line-1"})) == 1  # the second row's line
+    assert elements.having("rect", **{"class": "differ"})  # the key the masks disagree on, drawn
+
+
+def test_the_page_is_self_contained():
+    page = verify_page(_document())
+    assert not re.search(r"""(src|href)=["'](?!#)""", page), "only anchors inside the page are linked"
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "") and "https://" not in page
+    assert "@import" not in page and "url(" not in page
+
+
+def test_the_verdict_reads_as_the_terminals_last_line():
+    nothing = _document(failing=False) | {"exit_code": 5, "passed": False, "missing": ["decode steps"]}
+    assert 'id="verdict">verdict: nothing failed, but decode steps not compared (exit 5)<' in verify_page(nothing)
+
+
+def test_an_interrupted_run_says_so_on_top():
+    page = verify_page(_document(incomplete="interrupted after 7 rows"))
+    assert 'id="incomplete">incomplete: interrupted after 7 rows<' in page
+
+
+def test_a_grid_cell_names_its_outcome():
+    with pytest.raises(ValueError, match=r"outcome must be one of .*, got 'skipped'"):
+        grid_cell(1, "policy", "[1]", "skipped")
+    assert relative_to_gate(20.0, 26.0, True) == pytest.approx(2.0, rel=3e-3)  # 6 dB below the gate: twice the error
+    assert relative_to_gate(1e-4, 5e-4, False) == pytest.approx(0.2) and relative_to_gate(math.nan, 1.0, False) is None
+
+
+def _row(stage: str, check: str, metric: str, value: float, tolerance: float, status: str, **more) -> dict:
+    return {"stage": stage, "check": check, "metric": metric, "value": value, "tolerance": tolerance,
+            "status": status, "higher_is_better": False, **more}  # fmt: skip
+
+
+def _report(rows: list[dict]) -> dict:
+    counts = {
+        status: sum(row["status"] == status for row in rows) for status in ("PASS", "FAIL", "XFAIL", "SKIP", "INFO")
+    }
+    return {"schema_version": 1, "model": "tiny", "passed": True, "exit_code": 0, "metadata": RUN, "rows": rows,
+            "counts": counts}  # fmt: skip
+
+
+BEFORE = _report([
+    _row("decode steps", "1 rows x 15 steps", "max abs diff", 1e-4, 5e-4, "PASS"),
+    _row("schedules", "prompt 7: 5 schedules, 2 decode steps", "max abs diff", 1e-4, 5e-4, "PASS"),
+    _row("layers", "SQNR", "SQNR dB", 40.0, 30.0, "PASS", higher_is_better=True),
+    _row("masks", "sliding", "mismatched entries", 0, 0, "PASS"),
+])  # fmt: skip
+AFTER = _report([
+    _row("decode steps", "1 rows x 15 steps [first: step 3]", "max abs diff", 2e-4, 5e-4, "PASS"),
+    _row("schedules", "prompt 7: 3 schedules, 2 decode steps", "max abs diff", 1e-4, 5e-4, "PASS"),
+    _row("layers", "SQNR", "SQNR dB", 37.0, 30.0, "PASS", higher_is_better=True),
+    _row("masks", "sliding [first: row 2]", "mismatched entries", 4, 0, "FAIL"),
+    _row("RoPE", "full", "max abs diff", 0.0, 2.5e-7, "PASS"),
+])  # fmt: skip
+
+
+def test_compare_matches_rows_by_stage_case_and_metric_and_measures_the_loss_in_db():
+    comparison = compare_reports(BEFORE, AFTER, threshold_db=6.5)
+    kinds = {change.stage: change for change in comparison.changes}
+    assert kinds["decode steps"].kind == "worse" and kinds["decode steps"].loss_db == pytest.approx(6.02, abs=0.01)
+    assert kinds["layers"].kind == "worse" and kinds["layers"].loss_db == pytest.approx(3.0)
+    assert kinds["schedules"].kind == "same"  # a port's limits change how many schedules, not the case
+    assert kinds["masks"].kind == "newly failing" and kinds["RoPE"].kind == "newly compared"
+    assert [change.stage for change in comparison.regressions] == ["masks"]  # 6.02 dB is within 6.5
+    assert [change.stage for change in compare_reports(BEFORE, AFTER, 6.0).regressions] == ["decode steps", "masks"]
+    assert comparison.stage_losses()[0].stage == "decode steps"
+
+
+def test_compare_severity_reads_each_metric_as_an_error_relative_to_its_gate():
+    assert severity(_row("s", "c", "cosine", 0.99, 0.9, "PASS", higher_is_better=True)) == pytest.approx(0.1)
+    assert severity(_row("s", "c", "matched prefix", 15, None, "INFO")) is None  # a count, not an error
+    assert severity(_row("s", "c", "max abs error", 0.5, None, "INFO")) == 0.5
+    assert severity(_row("s", "c", "not checked", None, None, "SKIP")) is None
+
+
+def test_compare_command_exit_codes_and_page(tmp_path, capsys):
+    before, after, page = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.html"
+    before.write_text(json.dumps(BEFORE))
+    after.write_text(json.dumps(AFTER))
+    assert cli.main(["compare", str(before), str(after), "--html", str(page)]) == 1
+    printed = capsys.readouterr().out
+    assert "rows newly failing: 1" in printed and "compare: regressed: 2 rows, 1 stages (exit 1)" in printed
+    elements = Elements(page.read_text())
+    assert len(elements.having("tr", **{"data-kind": "newly failing"})) == 1
+    assert cli.main(["compare", str(before), str(before)]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("compare: no regression (exit 0)")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", r"report '.*a\.json' cannot be read as JSON"),
+        ('{"schema_version": 2, "rows": []}', r"report '.*a\.json' is not a verify report \(schema version 1"),
+        ("[1, 2]", r"report '.*a\.json' is not a verify report"),
+    ],
+)
+def test_compare_refuses_what_is_not_a_report(tmp_path, content, message, capsys):
+    path = tmp_path / "a.json"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=message):
+        load_report(path)
+    assert cli.main(["compare", str(path), str(path)]) == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_compare_refuses_a_threshold_that_is_not_a_loss():
+    with pytest.raises(ValueError, match=r"threshold_db must be a finite number >= 0 \(dB\), got -1"):
+        compare_reports(BEFORE, AFTER, threshold_db=-1)
+    with pytest.raises(ValueError, match=r"got nan"):
+        compare_reports(BEFORE, AFTER, threshold_db=math.nan)
+
+
+def test_the_compare_page_names_both_runs():
+    page = compare_page(compare_reports(BEFORE, AFTER), ("before.json", "after.json"))
+    assert "before.json" in page and "after.json" in page and 'id="verdict">regressed: 2 rows' in page
+
+
+def test_the_plugin_writes_its_page_with_the_fuzzers_shards(pytester, tmp_path):
+    """The plugin's ``--gemma4-html``: the rows of the groups run (here two, so the page says the
+    session ran part of the flow) and the fuzzer's shard, from the tests' user properties."""
+    page = tmp_path / "plugin.html"
+    result = pytester.runpytest_inprocess(
+        "-p", "gemma4_static.pytest_plugin", "--gemma4-port", "gemma4-static", "--gemma4-model", "tiny",
+        "--gemma4-fuzz", "2", "--gemma4-fuzz-database", str(tmp_path / "db"), "--gemma4-html", str(page),
+        "-k", "rope or fuzz",
+    )  # fmt: skip
+    result.assert_outcomes(passed=2)
+    written = page.read_text()
+    elements = Elements(written)
+    assert 'id="incomplete">incomplete: 1 of 16 check groups ran' in written
+    assert len(elements.having("tr", **{"data-status": "PASS"})) == 12  # the RoPE group's rows
+    assert len(elements.having("tr", **{"data-fuzz": "PASS"})) == 1 and "no divergence" in written
+
+
+def test_a_fuzz_shard_links_its_reproduction():
+    shard = {"shard": 0, "examples": 4, "seconds": 2.0, "failure": "logits leave HF's at step 2", "expected": None,
+             "reproduction": "/tmp/repro/reproduce.py"}  # fmt: skip
+    page = verify_page(_document() | {"fuzz": [shard]})
+    (row,) = Elements(page).having("tr", **{"data-fuzz": "FAIL"})
+    assert row is not None and Elements(page).having("a", href="file:///tmp/repro/reproduce.py")
+
+
+def test_the_sensitivity_chart_has_a_bar_per_group():
+    groups = [
+        {"group": name, "kl_mean": kl} for name, kl in (("layer 0", 0.003), ("vision", 0.002), ("lm_head", 0.001))
+    ]
+    sweep = {"scheme": "a16w8", "baseline": {"kl_mean": 0.005}, "ranked": {"only": groups, "all but": groups}}
+    page = verify_page(_document() | {"sensitivity": sweep})
+    assert page.count('class="bar"') == 3 and "<title>layer 0: 0.003</title>" in page

@@ -1,0 +1,71 @@
+"""A damaged or foreign checkpoint folder is a clear ``ValueError`` naming the file and the problem,
+and loading never writes to the folder. The checkpoint is the tiny model saved with
+``save_pretrained`` (``config.json`` + ``model.safetensors``), damaged one way per test."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gemma4_static.oracle.references.checkpoints import load_checkpoint
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    return {path.name: (path.stat().st_size, path.stat().st_mtime_ns) for path in sorted(folder.iterdir())}
+
+
+def _edit_config(folder: Path, edit) -> None:
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    edit(config)
+    path.write_text(json.dumps(config))
+
+
+def _truncate_weights(folder: Path) -> None:
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+
+
+FAULTS = {
+    "truncated weights": (_truncate_weights, r"weights '.*model\.safetensors' cannot be read"),
+    "another model type": (
+        lambda folder: _edit_config(folder, lambda c: c.update(model_type="llama")),
+        r"config\.json' has model_type='llama'; expected a Gemma 4",
+    ),
+    "missing model_type": (
+        lambda folder: _edit_config(folder, lambda c: c.pop("model_type")),
+        r"config\.json' has model_type=None; expected a Gemma 4",
+    ),
+    "not JSON": (
+        lambda folder: (folder / "config.json").write_text("{not json"),
+        r"config\.json' is not a JSON object",
+    ),
+    "weights of another size": (
+        lambda folder: _edit_config(folder, lambda c: c["text_config"].update(hidden_size=96)),
+        r"its weights do not match its config",
+    ),
+    "no weights": (lambda folder: (folder / "model.safetensors").unlink(), r"has no \*\.safetensors weights"),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_damaged_checkpoints_are_clear_errors(saved, tmp_path, fault):
+    folder = tmp_path / "checkpoint"
+    shutil.copytree(saved, folder)
+    damage, message = FAULTS[fault]
+    damage(folder)
+    before = _snapshot(folder)
+    with pytest.raises(ValueError, match=message):
+        load_checkpoint(folder)
+    assert _snapshot(folder) == before  # nothing written
+
+
+def test_the_saved_checkpoint_loads_as_saved(saved, tiny_model):
+    before = _snapshot(saved)
+    model = load_checkpoint(saved)
+    assert _snapshot(saved) == before
+    for (name, mine), (_, theirs) in zip(model.state_dict().items(), tiny_model.state_dict().items(), strict=True):
+        assert mine.equal(theirs), name
