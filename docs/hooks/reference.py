@@ -154,6 +154,18 @@ def _contracts() -> str:
     return "| contract | rule (each room imports only the rooms left of it) |\n| --- | --- |\n" + "\n".join(rows)
 
 
+def _lanes() -> str:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "tests" / "lanes.py"
+    spec = importlib.util.spec_from_file_location("lanes", path)
+    lanes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lanes)
+    rows = [f"| `{option}` | `{marker}` | {_cell(what)} |" for option, (marker, what) in lanes.OPT_IN_LANES.items()]
+    return "| option | marker | what it runs |\n| --- | --- | --- |\n" + "\n".join(rows)
+
+
 GENERATED = {
     "cli": _cli,
     "report-schema": _report_schema,
@@ -164,6 +176,7 @@ GENERATED = {
     "port-core": _port_core,
     "port-limits": _port_limits,
     "contracts": _contracts,
+    "lanes": _lanes,
 }
 
 

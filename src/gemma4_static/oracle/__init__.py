@@ -1,23 +1,22 @@
-"""The oracle: Hugging Face as the reference, and everything that checks a port against it. The
-runtime never imports this package. Its rooms, in the order data flows through them:
+"""The oracle: Hugging Face as the reference, and the judge of a port against it. The runtime never
+imports this package. Its rooms, from the bottom (the import contract ``oracle rooms`` in
+``pyproject.toml`` keeps them so):
 
-- ``references``: HF as the reference (``hf``, ``hf_vision`` adapters that ask transformers and
-  expand its answers), the embedded seeded models (``models``, ``trained``), local checkpoints
-  (``checkpoints``), sample prompts and padding layouts (``samples``, ``layouts``);
-- ``checks``: each parity check once (``parity``, ``parity_masks``, ``parity_vision``), its
-  tolerances (``tolerances``), report rows (``report``) and mask diagrams (``diagrams``);
-- ``numerics``: the low-precision profiles (``metrics`` with the token rule, ``gates``,
-  ``parity_numerics``, ``overflow``) and the CPU kernel sets they must hold under
-  (``kernel_sets``);
-- ``faults``: porting bugs injected into this project's runtime (``faults``, ``fault_patches``,
-  ``catalogue``, ``catalogue_vision``) and the self-test that must catch each (``self_test``);
-- ``flow``: ``gemma4-static verify`` on a port (``session``, ``verify``, ``verify_masks``,
-  ``verify_steps``, ``verify_numerics``);
-- ``pages``: the reports as web pages (``verify_page``; two runs compared: ``compare``,
-  ``compare_page``), drawn from their JSON alone.
+- ``results``: report rows and statuses, tolerances, the verdict and exit codes, the report's JSON;
+- ``shards`` (one run split over machines) and ``pages`` (the reports as web pages);
+- ``references``: HF as the reference (adapters that ask transformers and expand its answers), the
+  embedded seeded models, local checkpoints, sample prompts, recorded references;
+- ``numerics``: the low-precision and integer profiles (the token rule, gates, overflow, kernel sets,
+  HF quantized by torchao);
+- ``checks``: each parity check once;
+- ``options``: :class:`~.options.VerifyOptions`, every option of a run;
+- ``session``: the port under test with the run's options bound, the sample plan, the session;
+- ``episodes``: a port's history judged against HF (the grid's cases, the fuzzer's episodes);
+- ``groups`` (the check groups, one file each, :data:`~.groups.GROUPS` the one table) and ``fuzz``;
+- ``flow``: ``verify`` over the groups, shards merged, the sensitivity sweep;
+- ``faults``: porting bugs injected into this runtime, and the self-test that must catch each.
 
-A new port goes in :mod:`gemma4_static.ports`; a new check in ``checks`` and, as a group, in
-``flow.verify.CHECKS``.
+A new port goes in :mod:`gemma4_static.ports`; a new check group is one new file of ``groups``.
 """
 
 import logging

@@ -2,7 +2,7 @@
 
 An NPU deployment compiles its vision tower for one patch grid and fuses its soft tokens into one
 fixed span of the prompt: it takes one image size, processed at one soft-token budget, at one slot.
-A port says so with :class:`ImageProfile` in ``PortLimits.image_profiles``; the suite then builds
+A port says so with :class:`ImageProfile` in ``PortLimits.images.profiles``; the suite then builds
 every image prompt it gives that port inside the profile (through HF's own image processor, on
 synthetic images of the profile's size) instead of skipping what the port cannot take."""
 
