@@ -5,10 +5,6 @@ lacks is one SKIP row and builds nothing; adding a capability is one new module.
 from __future__ import annotations
 
 import inspect
-import os
-import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -21,7 +17,7 @@ from gemma4_static.ports.capabilities.image_profiles import IMAGE_PROFILES
 from gemma4_static.ports.capabilities.runtime_internals import RUNTIME_INTERNALS
 from gemma4_static.ports.core import PortCore
 from gemma4_static.ports.static import StaticRuntimePort
-from tests.paths import PACKAGE, ROOT
+from tests.package_copy import package_copy, run_against
 from tests.unit.ports import port_adapters
 
 BUILT: list[str] = []  # the ports CountingPort built
@@ -137,9 +133,7 @@ CAPABILITIES = (MEMORY_REPORT,)
 def test_adding_a_capability_is_one_new_module(tmp_path):
     """A capability module dropped into a copy of the package: every port has its default, a port
     overriding it has it, new-port's skeleton and the porting guide's table list it."""
-    copy = tmp_path / "gemma4_static"
-    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "ports" / "capabilities" / "memory_report.py").write_text(CAPABILITY)
+    copy = package_copy(tmp_path, {"ports/capabilities/memory_report.py": CAPABILITY})
     probe = (
         "import sys; sys.path.insert(0, 'docs/hooks'); import reference\n"
         "from gemma4_static.ports import Gemma4Port, NotExposed\n"
@@ -153,8 +147,7 @@ def test_adding_a_capability_is_one_new_module(tmp_path):
         "print('def memory_bytes(self) -> int' in capability_stubs())\n"
         "print(any('its memory report' in line for line in reference._capabilities().splitlines()))\n"
     )
-    environment = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, env=environment)
+    result = run_against(copy, "-c", probe)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         "unnamed port does not expose its memory report",

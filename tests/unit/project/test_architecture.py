@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.package_copy import package_copy
 from tests.paths import PACKAGE, ROOT
 
 LAYERS = "layers: "
@@ -84,12 +85,11 @@ def _dotted(module: str) -> str:
 def test_every_contract_fails_on_a_deliberate_violation(tmp_path):
     """A copy of the package with every forbidden import of :data:`VIOLATIONS` added breaks every
     contract, and each contract's report names each import added against it (one linter run)."""
-    copy = tmp_path / "gemma4_static"
-    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    added: dict[str, str] = {}
     for module, violation, _ in VIOLATIONS:
-        target = copy / module
-        target.write_text(target.read_text() + f"\n{violation}  # deliberate violation\n")
-    result = _lint_imports(tmp_path)
+        before = added.get(module) or (PACKAGE / module).read_text()
+        added[module] = before + f"\n{violation}  # deliberate violation\n"
+    result = _lint_imports(package_copy(tmp_path, added))
     assert result.returncode != 0 and f"0 kept, {CONTRACTS} broken" in result.stdout, result.stdout
     report = result.stdout.split("Broken contracts", 1)[1]
     starts = sorted((report.index(contract), contract) for contract in {c for _, _, c in VIOLATIONS})

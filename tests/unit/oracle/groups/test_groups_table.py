@@ -6,15 +6,12 @@ takes to add one (its rows, ``--without``, the docs' table, new-port's test file
 from __future__ import annotations
 
 import ast
-import os
 import re
-import shutil
-import subprocess
-import sys
 
 from gemma4_static.commands.cli import build_parser
 from gemma4_static.oracle.groups import BY_NAME, GROUPS, PROFILE_KINDS, kind_of, names
 from gemma4_static.oracle.options import group_names
+from tests.package_copy import package_copy, run_against
 from tests.paths import PACKAGE, ROOT
 
 GROUPS_FOLDER = PACKAGE / "oracle" / "groups"
@@ -107,9 +104,7 @@ def test_adding_a_group_is_one_new_file(tmp_path):
     """The documentation's example group, dropped into a copy of the package's groups folder and
     nothing else changed: it is in the table in its place, ``verify --without`` offers it, the docs'
     table and new-port's test file list it, and ``verify`` runs it (its row PASSes on the tiny model)."""
-    copy = tmp_path / "gemma4_static"
-    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "oracle" / "groups" / "special_embeddings.py").write_text(_example_group())
+    copy = package_copy(tmp_path, {"oracle/groups/special_embeddings.py": _example_group()})
     probe = (
         "import sys; sys.path.insert(0, 'docs/hooks'); import reference\n"
         "from gemma4_static.commands.new_port import TEST\n"
@@ -121,8 +116,7 @@ def test_adding_a_group_is_one_new_file(tmp_path):
         "commands = next(action for action in build_parser()._actions if getattr(action, 'choices', None))\n"
         "print(' '.join(commands.choices['verify'].format_help().split()))\n"
     )
-    environment = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, env=environment)
+    result = run_against(copy, "-c", probe)
     assert result.returncode == 0, result.stderr
     listed, table, test_file_reads_the_table, helped = result.stdout.splitlines()
     assert listed.split()[1:3] == ["inputs", "special-embeddings"]  # its place in data-flow order
@@ -130,7 +124,6 @@ def test_adding_a_group_is_one_new_file(tmp_path):
     assert test_file_reads_the_table == "True"
     assert "special-embeddings" in helped.split("--without GROUP")[-1].split("--port")[0]
     others = [option for name in names() for option in ("--without", name)]
-    command = [sys.executable, "-m", "gemma4_static", "verify", "--quiet", *others]
-    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=environment)
+    run = run_against(copy, "-m", "gemma4_static", "verify", "--quiet", *others, cwd=tmp_path)
     assert "PASS  token embedding   vs get_input_embeddings" in run.stdout, run.stdout + run.stderr
     assert "1 of 1 check groups" in run.stdout
