@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import pkgutil
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -103,7 +104,7 @@ class VerifyOptions:
             names = [str(dtype).removeprefix("torch.") for dtype in limits.dtypes]
             raise ValueError(f"port {self.port!r} runs {names}, not {self.dtype}")
 
-    @property
+    @cached_property
     def scheme(self) -> Scheme | None:
         """The integer scheme ``quant`` names, over float32 (``None`` without): for this runtime
         fake-quantized PyTorch stages, or XNNPACK's quantized programs on an ExecuTorch backend; for
