@@ -19,6 +19,8 @@ from gemma4_static.oracle.checks import parity
 from gemma4_static.oracle.references.samples import Prompt, image_prompt, text_prompt
 from gemma4_static.oracle.results import tolerances
 from gemma4_static.oracle.results.report import assert_rows_pass, merge
+from gemma4_static.ports import PortSetup
+from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 
 STEPS = 8
@@ -98,3 +100,21 @@ def test_left_padded_batch_equals_hf_on_the_same_batch(request, model_name, kind
     report(f"left-padded {kind} batch: prefill + {STEPS - 1} decode logits vs HF {worst:.3g}; tokens equal")
     assert_rows_pass(rows)
     assert torch.equal(tokens, hf_tokens), (tokens, hf_tokens)
+
+
+def test_the_ports_per_position_outputs_keep_a_left_padded_prompts_layout(tiny_model):
+    """The runtime computes with each row's valid tokens first; as a port it hands back the logits
+    at every position and each layer's hidden states laid out as the prompt came (left-padded), so
+    a caller reading position ``j`` of its prompt reads HF's position ``j`` of the same batch (a
+    one-token row's only position included: read from the static layout it was 31.7 off)."""
+    prompt = text_prompt(tiny_model.config, [12, 1, 5], seed=4).padded("left")
+    port = StaticRuntimePort(tiny_model, PortSetup(16, 3))
+    ours = port.prefill(prompt, keep_intermediates=True)
+    theirs = tiny_model(**_left_padded(prompt, None), output_hidden_states=True)
+    valid = prompt.attention_mask.bool()
+    row = parity.stage_row("prefill logits", "every valid position", ours.all_logits[valid], theirs.logits[valid],
+                           torch.float32)  # fmt: skip
+    assert_rows_pass([row])
+    first_layer = theirs.hidden_states[1][valid]  # its output (HF's last one is after the final norm)
+    error = (ours.hidden_states[1][valid] - first_layer).abs().max()
+    assert error <= tolerances.relative(torch.float32, first_layer)

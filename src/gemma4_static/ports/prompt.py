@@ -77,6 +77,14 @@ class Prompt:
         index = self._shift(1).reshape(*index_shape(values))
         return values.gather(1, index.expand(-1, -1, *values.shape[2:]))
 
+    def laid_out(self, values: torch.Tensor) -> torch.Tensor:
+        """Per-position ``values (B, S, ...)`` with each row's valid positions first (the layout a static
+        runtime computes in) laid out as this prompt is: the inverse of :meth:`right_aligned`."""
+        if self.padding_side != "left":
+            return values
+        index = self._shift(-1).reshape(*index_shape(values))
+        return values.gather(1, index.expand(-1, -1, *values.shape[2:]))
+
     def row(self, index: int) -> Prompt:
         """Row ``index`` alone, without its padding (what a batch-1 caller would pass)."""
         valid = self.attention_mask[index].bool()

@@ -122,13 +122,15 @@ class StaticRuntimePort(Gemma4Port):
         outputs = self._prefill_outputs(prompt, keep_intermediates)
         if not keep_intermediates:
             return PortPrefill(outputs.logits)
-        length = prompt.input_ids.shape[1]
-        states = None if outputs.hidden_states is None else tuple(s[:, :length] for s in outputs.hidden_states)
+        length = prompt.input_ids.shape[1]  # its outputs, valid positions first, laid out as the prompt is
+        states = None
+        if outputs.hidden_states is not None:
+            states = tuple(prompt.laid_out(state[:, :length]) for state in outputs.hidden_states)
         all_logits = None if states is None else runtime.stages.lm_head(states[-1])
         return PortPrefill(
             outputs.logits,
             hidden_states=states,
-            per_layer_inputs=outputs.per_layer_inputs[:, :length],
+            per_layer_inputs=prompt.laid_out(outputs.per_layer_inputs[:, :length]),
             soft_tokens=outputs.soft_tokens,
             all_logits=all_logits,
             chunk_logits=outputs.chunk_logits,

@@ -28,17 +28,31 @@ KEPT_HISTORIES = 4  # HF's answers kept per model object
 _HISTORIES: weakref.WeakKeyDictionary[torch.nn.Module, dict[tuple, torch.Tensor]] = weakref.WeakKeyDictionary()
 
 
+@dataclass(frozen=True)
+class Observation:
+    """The port's logits ``(vocab,)`` at ``position`` of a row's history, and what returned them
+    (``kind``: a chunk's end, the prompt's last token, every position, a decode step)."""
+
+    position: int
+    logits: torch.Tensor
+    kind: str
+
+
 @dataclass
 class Observed:
-    """Per row, the port's logits ``(vocab,)`` by position of the row's history (a chunk's last token,
-    the prompt's last token, each decode step), with what the position was."""
+    """Per row, every output of the port that stands for logits at a position of the row's history,
+    in the order they were returned. One position may be observed more than once (the last chunk's
+    end is the prompt's last token; every position's logits include both): each is judged, so no
+    output of the port hides behind another."""
 
-    logits: dict[int, dict[int, torch.Tensor]] = field(default_factory=dict)
-    kinds: dict[tuple[int, int], str] = field(default_factory=dict)
+    rows: dict[int, list[Observation]] = field(default_factory=dict)
 
     def add(self, row: int, position: int, logits: torch.Tensor, kind: str) -> None:
-        self.logits.setdefault(row, {})[position] = logits
-        self.kinds.setdefault((row, position), kind)
+        self.rows.setdefault(row, []).append(Observation(position, logits, kind))
+
+    def by_position(self, row: int) -> list[Observation]:
+        """Row ``row``'s observations in position order (those at one position in the order returned)."""
+        return sorted(self.rows[row], key=lambda observation: observation.position)
 
 
 @dataclass(frozen=True)
@@ -123,11 +137,11 @@ def judge(
     :func:`hf_token_by_token_logits`; ``None``: none). The first divergence named by row, position and
     kind (rows in order, positions in order)."""
     worst, compared, first, slack_used = (0.0, tolerances.RELATIVE[torch.float32]), 0, None, 0.0
-    for row, by_position in sorted(observed.logits.items()):
-        reference, other = references[row], None
-        tolerance = tolerances.relative(torch.float32, reference[: max(by_position) + 1])
-        for position in sorted(by_position):
-            ours = by_position[position]
+    for row in sorted(observed.rows):
+        reference, other, observations = references[row], None, observed.by_position(row)
+        tolerance = tolerances.relative(torch.float32, reference[: observations[-1].position + 1])
+        for observation in observations:
+            position, ours = observation.position, observation.logits
             same_shape = ours.shape == reference[position].shape
             error = float((ours.float() - reference[position]).abs().max()) if same_shape else float("inf")
             error = error if error == error else float("inf")  # NaN: as far as it gets
@@ -141,8 +155,7 @@ def judge(
             if error / bound > worst[0] / worst[1]:
                 worst = (error, bound)
             if first is None and error > bound:
-                kind = observed.kinds[(row, position)]
-                first = f"row {row} position {position} ({kind}): {error:.3g} > {bound:.3g}"
+                first = f"row {row} position {position} ({observation.kind}): {error:.3g} > {bound:.3g}"
     return Judgement(worst[0], worst[1], compared, first, slack_used)
 
 
@@ -152,16 +165,16 @@ def judge_in_profile(references: dict[int, torch.Tensor], observed: Observed, ga
     the profile's gate, ``gate_db``); the first position below it named by row, position and kind.
     The judgement's error and tolerance are ``-SQNR`` and ``-gate`` (the larger, the worse)."""
     worst, compared, first = (-math.inf, -gate_db), 0, None
-    for row, by_position in sorted(observed.logits.items()):
-        for position in sorted(by_position):
-            ours, reference = by_position[position], references[row][position]
+    for row in sorted(observed.rows):
+        for observation in observed.by_position(row):
+            position, ours, reference = observation.position, observation.logits, references[row][observation.position]
             sqnr = measure(ours.float(), reference.float()).sqnr_db if ours.shape == reference.shape else -math.inf
             sqnr = sqnr if sqnr == sqnr else -math.inf  # NaN: as far as it gets
             compared += 1
             worst = max(worst, (-sqnr, -gate_db))
             if first is None and not sqnr >= gate_db:
-                kind = observed.kinds[(row, position)]
-                first = f"row {row} position {position} ({kind}): {sqnr:.1f} dB against float64 < gate {gate_db:g} dB"
+                where = f"row {row} position {position} ({observation.kind})"
+                first = f"{where}: {sqnr:.1f} dB against float64 < gate {gate_db:g} dB"
     return Judgement(worst[0], worst[1], compared, first)
 
 

@@ -40,16 +40,16 @@ def scored_in_profile(session: Session, base: Prompt) -> Score:
     hf = base_logits(session.hf_model, base)
 
     def score(case: Case, observed: Observed) -> Scored:
-        logits = observed.logits[0]
-        positions = sorted(logits)
-        ours = torch.stack([logits[position] for position in positions])
+        observations = observed.by_position(0)
+        positions = [observation.position for observation in observations]
+        ours = torch.stack([observation.logits for observation in observations])
         mine = measure(ours, reference[positions]).sqnr_db
         first = None
         if not mine >= gate_db:  # NaN fails too
-            below = ((position, measure(logits[position], reference[position]).sqnr_db) for position in positions)
-            position, value = next(((p, v) for p, v in below if not v >= gate_db), (None, mine))
-            where = f"over {len(positions)} positions" if position is None else f"position {position}"
-            kind = "" if position is None else f" ({observed.kinds[(0, position)]})"
+            below = ((o, measure(o.logits, reference[o.position]).sqnr_db) for o in observations)
+            observation, value = next(((o, v) for o, v in below if not v >= gate_db), (None, mine))
+            where = f"over {len(positions)} positions" if observation is None else f"position {observation.position}"
+            kind = "" if observation is None else f" ({observation.kind})"
             first = f"{where}{kind}: {value:.1f} dB"
         return Scored(mine, measure(hf[positions], reference[positions]).sqnr_db, gate_db, first)
 

@@ -126,7 +126,7 @@ def machine_for(target: FuzzTarget, *, images: Any = None, special_ids: bool = T
             return Prompt(**{**prompt.__dict__, "input_ids": ids, "attention_mask": torch.ones_like(ids)})
 
         def _judge(self, observed: Observed) -> None:
-            references = {row: target.reference(self._history(row)) for row in observed.logits}
+            references = {row: target.reference(self._history(row)) for row in observed.rows}
             if target.gate is None:
                 judgement = judge(references, observed, lambda row: target.second(self._history(row)))
             else:  # a profile: against float64 under its gate
@@ -162,13 +162,20 @@ def machine_for(target: FuzzTarget, *, images: Any = None, special_ids: bool = T
             target.covered("prefill", longest, chunks)
             given = prompt.padded(padding)
             self._record(op="prefill", prompt=given, schedule=schedule, chunks=chunks)
-            several = len(chunks) > 1  # the chunk-end logits (a single call's end is the last token)
-            result = self._taken("prefill", lambda: port.prefill(given, keep_intermediates=several))
+            # intermediates asked for (every output judged) or not (the path a deployment runs); always
+            # where there are several chunks, whose ends' logits are intermediates
+            keep = len(chunks) > 1 or data.draw(st.booleans(), label="intermediates")
+            result = self._taken("prefill", lambda: port.prefill(given, keep_intermediates=keep))
             self.port, self.prompt, self.fed = port, prompt, torch.zeros(batch, 0, dtype=torch.long)
             event(f"prefill: {len(chunks)} chunk(s)" + (", uneven" if len(set(chunks[:-1])) > 1 else ""))
             observed, lengths = Observed(), prompt.attention_mask.sum(dim=1).tolist()
             for row, length in enumerate(lengths):
                 observed.add(row, length - 1, result.logits[row], "last prompt token")
+            if keep and result.all_logits is not None:  # the logits at every position, laid out as HF's
+                every = given.right_aligned(result.all_logits)
+                for row, length in enumerate(lengths):
+                    for position in range(length):
+                        observed.add(row, position, every[row, position], "every position")
             for index, (start, chunk) in enumerate(zip(chunk_starts(chunks), chunks, strict=True)):
                 for row, length in enumerate(lengths):
                     if result.chunk_logits is not None and length > start:
@@ -191,7 +198,7 @@ def machine_for(target: FuzzTarget, *, images: Any = None, special_ids: bool = T
             for step in range(steps):
                 ids = torch.tensor(data.draw(per_row(token_ids), label="ids"))[:, None]
                 if int(self.lengths.max()) >= max_seq:  # judged first: a refusal may end the conversation
-                    if observed.logits:
+                    if observed.rows:
                         self._judge(observed)
                     self._refused("decode past max_seq", lambda ids=ids: self.port.decode(ids), kind="decode", ids=ids)
                     return
@@ -201,7 +208,7 @@ def machine_for(target: FuzzTarget, *, images: Any = None, special_ids: bool = T
                 for row, position in enumerate(self.lengths.tolist()):
                     observed.add(row, position, logits[row], f"decode step {step}")
                 self.fed = torch.cat((self.fed, ids), dim=1)
-            if observed.logits:
+            if observed.rows:
                 self._judge(observed)
 
         @rule(data=st.data())

@@ -52,10 +52,11 @@ def test_a_profile_judgement_names_the_first_position_below_the_gate():
 
 def test_a_profile_judgement_fails_nan_and_a_wrong_shape():
     references, observed = references_and_observed(None, noise=0.0)
-    observed.logits[0][2] = torch.full((50,), float("nan"))
-    observed.logits[1][3] = torch.zeros(49)
+    observed.add(0, 2, torch.full((50,), float("nan")), "a NaN")  # beside the right logits at position 2
+    observed.add(1, 3, torch.zeros(49), "a wrong shape")
     judgement = judge_in_profile(references, observed, gate_db=GATE_DB)
-    assert judgement.first.startswith("row 0 position 2") and judgement.error == math.inf
+    assert judgement.first.startswith("row 0 position 2 (a NaN)") and judgement.error == math.inf
+    assert judgement.compared == 8
 
 
 def test_greedy_divergence_excuses_only_a_token_within_the_bound():
