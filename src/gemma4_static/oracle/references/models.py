@@ -145,6 +145,28 @@ def e2b_text_fields() -> dict:
     )
 
 
+E2B_WIDTHS = {  # E2B's real widths (the E2B geometry's are narrow): what a shipped checkpoint has
+    "hidden_size": 1536,
+    "intermediate_size": 6144,
+    "num_attention_heads": 8,
+    "vocab_size": 262_144,
+    "vocab_size_per_layer_input": 262_144,
+    "hidden_size_per_layer_input": 256,
+}
+
+
+def e2b_real_text_config(layers: int = 35) -> Gemma4TextConfig:
+    """E2B's text config exactly (4.63 billion parameters), saved as bfloat16; with ``layers=10`` its
+    first ten layers (the 4:1 pattern twice), the last five reusing K/V from the first five's last of
+    each type, as E2B's last twenty reuse its fifteenth's."""
+    if layers not in (10, 35):
+        raise ValueError(f"layers must be 35 (E2B) or 10 (its first ten), got {layers!r}")
+    fields = e2b_text_fields() | E2B_WIDTHS
+    if layers == 10:
+        fields |= {"num_hidden_layers": 10, "layer_types": list(E2B_LAYER_TYPES[:10]), "num_kv_shared_layers": 5}
+    return Gemma4TextConfig(**fields, dtype="bfloat16")
+
+
 DEFAULT_MODELS = ("tiny", "e2b-geometry")  # what a port is judged on by default (the CLI: the first)
 PROFILE_MODELS = ("e2b-multimodal",)  # for a port that needs an image in a fixed E2B profile
 
