@@ -161,10 +161,10 @@ def machine_for(target: FuzzTarget, *, images: Any = None, special_ids: bool = T
             assume(target.limits.chunks.refusal(chunks) is None and not target.splits_an_image(chunks))
             target.covered("prefill", longest, chunks)
             given = prompt.padded(padding)
-            self._record(op="prefill", prompt=given, schedule=schedule, chunks=chunks)
             # intermediates asked for (every output judged) or not (the path a deployment runs); always
             # where there are several chunks, whose ends' logits are intermediates
             keep = len(chunks) > 1 or data.draw(st.booleans(), label="intermediates")
+            self._record(op="prefill", prompt=given, schedule=schedule, chunks=chunks, intermediates=keep)
             result = self._taken("prefill", lambda: port.prefill(given, keep_intermediates=keep))
             self.port, self.prompt, self.fed = port, prompt, torch.zeros(batch, 0, dtype=torch.long)
             event(f"prefill: {len(chunks)} chunk(s)" + (", uneven" if len(set(chunks[:-1])) > 1 else ""))

@@ -69,9 +69,12 @@ with torch.no_grad():
             ports[schedule] = factory(model, PortSetup(MAX_SEQ, BATCH, prefill_schedule=schedule))
         if call["op"] == "prefill":
             port, (prompt, histories) = ports[schedule], prompt_of(call)
-            result = port.prefill(prompt, keep_intermediates=True)
+            result = port.prefill(prompt, keep_intermediates=call["intermediates"])
+            every = None if result.all_logits is None else prompt.right_aligned(result.all_logits)
             for row, history in enumerate(histories):
                 seen = [(len(history) - 1, result.logits[row], "last prompt token")]
+                if call["intermediates"] and every is not None:
+                    seen += [(position, every[row, position], "every position") for position in range(len(history))]
                 start = 0
                 for index, chunk in enumerate(call["chunks"]):
                     if result.chunk_logits is not None and len(history) > start:
