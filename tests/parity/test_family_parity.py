@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gemma4_static.commands.pytest_items import check_group, port_session
+from gemma4_static.commands.pytest_items import check_group
 from gemma4_static.oracle.checks import parity, parity_masks
 from gemma4_static.oracle.checks.routing import MARGIN_BOUND, RoutingLedger, is_structural_tie, prefix_keys
 from gemma4_static.oracle.groups import names
@@ -227,8 +227,7 @@ NIGHTLY_GROUPS = ("long-positions",)
     ],
 )
 def test_family_geometry_through_each_check_group(model, group, report):
-    port_session("gemma4-static", model, "float32").schedules_budget = 200  # the grid's most telling cases
-    rows = check_group("gemma4-static", model, "float32", group)
+    rows = check_group("gemma4-static", model, "float32", group, schedules_budget=200)  # the grid's most telling cases
     errors = [f"{row.stage} {row.value:.2g}" for row in rows if row.metric == "max abs diff" and not row.skipped]
     report(f"{model}, {group}: {len(rows)} rows pass; max abs diff: {', '.join(errors) or 'none'}")
 

@@ -6,6 +6,7 @@ names the first stage that overflows."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -180,12 +181,13 @@ def test_the_schedules_grid_in_low_precision_is_gated_against_float64(tiny_model
     profile's gate, HF's own bf16 figure beside; a port fault that shows only at an uneven chunk
     schedule (masks of a chunk one position early) falls far below the gate there, and the row names
     the schedule and the first position below it."""
-    options = {"dtype": torch.bfloat16, "export": False, "checks": ("schedules",)}
-    clean = run_verification(tiny_model, **options)
+    options = VerifyOptions(dtype=torch.bfloat16, groups=("schedules",))
+    clean = run_verification(tiny_model, options)
     assert_rows_pass(clean)
     gated = [row for row in clean if row.metric == "SQNR dB"]
     assert len(gated) == 8 and all(row.tolerance == GATES[torch.bfloat16].sqnr_db for row in gated)
-    faulty = run_verification(tiny_model, port="gemma4_static.oracle.faults.port_faults:ChunkMaskOffset", **options)
+    port = "gemma4_static.oracle.faults.port_faults:ChunkMaskOffset"
+    faulty = run_verification(tiny_model, dataclasses.replace(options, port=port))
     failed = [row for row in faulty if row.failed]
     assert failed and "[first: uneven mix [1, 4]: position 4 (chunk end)" in failed[0].check
     report(

@@ -15,7 +15,7 @@ from . import plugin_report
 COMPARED = "gemma4_compared"  # the user property of a test: (model, the stages it compared)
 OPTIONS: dict[str, Any] = {}  # this process's plugin options the test bodies read (set by the plugin)
 
-_sessions: dict[tuple[str, str, str, str | None], Any] = {}
+_sessions: dict[tuple[str, str, str, str | None, int | None], Any] = {}
 _references: dict[Any, Any] = {}  # the recorded reference of --gemma4-reference, opened once per process
 
 
@@ -42,24 +42,27 @@ def close_sessions() -> None:
     _sessions.clear()
 
 
-def port_options(port: str, dtype: str, quant: str | None = None) -> Any:
+def port_options(port: str, dtype: str, quant: str | None = None, schedules_budget: int | None = None) -> Any:
     """The run's :class:`~gemma4_static.oracle.options.VerifyOptions` for ``port`` in ``dtype`` (or
     integer scheme ``quant`` over float32), with this session's plugin options (the grid's budget,
-    the recorded reference)."""
+    unless ``schedules_budget`` is given; the recorded reference)."""
     import torch
 
     from ..oracle.options import GRID_BUDGET, VerifyOptions
 
-    budget = OPTIONS.get("--gemma4-schedules-budget") or GRID_BUDGET
+    budget = schedules_budget or OPTIONS.get("--gemma4-schedules-budget") or GRID_BUDGET
     return VerifyOptions(
         port=port, dtype=getattr(torch, dtype), quant=quant, schedules_budget=budget, reference=recorded_reference()
     )
 
 
-def port_session(port: str, model: str, dtype: str, quant: str | None = None) -> Any:
+def port_session(
+    port: str, model: str, dtype: str, quant: str | None = None, schedules_budget: int | None = None
+) -> Any:
     """The verification session of ``port`` on embedded ``model`` in ``dtype`` (or integer scheme
-    ``quant`` over float32), built once per process (HF's answers from ``--gemma4-reference`` where given)."""
-    key = (port, model, dtype, quant)
+    ``quant`` over float32; the grid within ``schedules_budget`` port calls where given), built once
+    per process (HF's answers from ``--gemma4-reference`` where given)."""
+    key = (port, model, dtype, quant, schedules_budget)
     if key not in _sessions:
         import torch
 
@@ -67,7 +70,8 @@ def port_session(port: str, model: str, dtype: str, quant: str | None = None) ->
         from ..oracle.session.session import open_session
 
         with torch.no_grad(), answering():
-            _sessions[key] = open_session(build_default_model(model), port_options(port, dtype, quant))
+            options = port_options(port, dtype, quant, schedules_budget)
+            _sessions[key] = open_session(build_default_model(model), options)
     return _sessions[key]
 
 
@@ -96,15 +100,17 @@ def check_group(
     group: str,
     on_rows: Callable[[list[Any]], None] | None = None,
     quant: str | None = None,
+    schedules_budget: int | None = None,
 ) -> list[Any]:
-    """Run check ``group`` (a name of :data:`~gemma4_static.oracle.groups.GROUPS`) of ``port`` on embedded ``model``
-    in ``dtype`` (or integer scheme ``quant``), :func:`judge` its rows and return them (``on_rows``
-    sees them before the judgement): a test body, for this plugin and for a suite's own lane."""
+    """Run check ``group`` (a name of :data:`~gemma4_static.oracle.groups.GROUPS`) of ``port`` on
+    embedded ``model`` in ``dtype`` (or integer scheme ``quant``; the grid within ``schedules_budget``
+    port calls where given), :func:`judge` its rows and return them (``on_rows`` sees them before the
+    judgement): a test body, for this plugin and for a suite's own lane."""
     import torch
 
     from ..oracle.flow.verify import run_group
 
-    session = port_session(port, model, dtype, quant)
+    session = port_session(port, model, dtype, quant, schedules_budget)
     with torch.no_grad(), answering():
         rows = run_group(session, group)
     if on_rows is not None:

@@ -66,9 +66,8 @@ from tests.paths import ROOT  # noqa: E402
     ],
 )
 def test_port_through_each_check_group(port, model, group, report):
-    if model == "e2b-geometry":
-        port_session(port, model, "float32").schedules_budget = E2B_GRID_BUDGET[port]
-    rows = check_group(port, model, "float32", group)
+    budget = E2B_GRID_BUDGET[port] if model == "e2b-geometry" else None
+    rows = check_group(port, model, "float32", group, schedules_budget=budget)
     errors = [f"{row.stage} {row.value:.2g}" for row in rows if row.metric == "max abs diff" and not row.skipped]
     report(f"{port} on {model}, {group}: {len(rows)} rows pass; max abs diff: {', '.join(errors) or 'none'}")
 
@@ -277,9 +276,9 @@ def test_the_plugins_groups_take_a_static_scheme_of_executorchs_pt2e_quantizer(r
     session = port_session("executorch-gemma4", "tiny", "float32", "a8w8")
     assert session.port.limits.schemes.recipe("a8w8").weight_granularity == "per channel"
     ranges = next(row for row in rows["quantization"] if row.status == "PASS")
-    sites = len(session.hf_sites)  # its recipe quantizes the LM head too, which the suite's a8w8 leaves float
+    sites = len(session.sides.hf_sites)  # its recipe quantizes the LM head too, which the suite's a8w8 leaves float
     assert ranges.check.startswith(f"{sites} of its {sites + 1} calibrated ranges"), ranges.check
-    assert "LM head" in session.port.observed_ranges() and "LM head" not in session.hf_sites
+    assert "LM head" in session.port.observed_ranges() and "LM head" not in session.sides.hf_sites
     gated = [row for group_rows in rows.values() for row in group_rows if row.metric == "SQNR below HF's (dB)"]
     assert {row.stage for row in gated} >= {"KV cache", "prefill logits", "chunked prefill", "decode steps"}
     worst = min((row for group_rows in rows.values() for row in group_rows if row.metric == "SQNR dB"),

@@ -103,7 +103,7 @@ def test_tico_ptq_calibrated_on_the_suites_prompts_passes_its_gates(report):
     K/V, logits and decode row gated against float64 and within the gate's deficit of HF's own
     figure; every range it fixed reported beside HF's."""
     session = port_session("tico-gemma4", MODEL, "float32", "a16w16t")
-    assert all(prompt.pixel_values is not None for prompt in session.calibration)
+    assert all(prompt.pixel_values is not None for prompt in session.sides.calibration)
     rows = [row for group in ("quantization", "layers", "decode") for row in run_group(session, group)]
     gated = [row for row in rows if row.status not in ("INFO", "SKIP")]
     assert not [row for row in rows if row.failed or row.status == "XFAIL"]
