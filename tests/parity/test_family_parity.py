@@ -223,7 +223,7 @@ NIGHTLY_GROUPS = ("long-positions",)
             + ([pytest.mark.nightly] if group in NIGHTLY_GROUPS else []),
         )
         for model in GEOMETRY_NAMES
-        for group in names()
+        for group in names("float32")
     ],
 )
 def test_family_geometry_through_each_check_group(model, group, report):

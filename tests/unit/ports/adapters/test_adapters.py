@@ -62,7 +62,7 @@ from tests.paths import ROOT  # noqa: E402
         )
         for port in PORTS
         for model in MODELS
-        for group in names()
+        for group in names("float32")
     ],
 )
 def test_port_through_each_check_group(port, model, group, report):
