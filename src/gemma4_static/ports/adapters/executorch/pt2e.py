@@ -58,7 +58,7 @@ class StaticProgram:
         from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import get_symmetric_quantization_config
         from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
 
-        from ..executorch.xnnpack_quant import xnnpack_quantizer
+        from ....executorch.xnnpack_quant import xnnpack_quantizer
 
         seq_len = torch.export.Dim("seq_len", min=1, max=max_seq - 1)
         example = min(8, max_seq - 1)
