@@ -63,8 +63,10 @@ def write(folder: Path, only: list[str] | None) -> int:
 
 
 def rows_of(path: Path) -> list[tuple[str, str, str, str]]:
+    """A report's rows as (group, stage, check, status), a failure's ``[first: ...]`` cut from its check
+    (the same row names where it first diverged only when it fails)."""
     document = json.loads(path.read_text())
-    return [(row["group"], row["stage"], row["check"], row["status"]) for row in document["rows"]]
+    return [(row["group"], row["stage"], row["check"].split(" [first: ")[0], row["status"]) for row in document["rows"]]
 
 
 def compare(before: Path, after: Path) -> int:
