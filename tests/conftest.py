@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.package_copy import EXTENDED_PROBE, documented_example, package_copy, run_against
 from tests.suite import BUILDS
 
 MODEL_PARAMS = ("tiny", "e2b-geometry", "checkpoint")
@@ -101,3 +102,20 @@ def reuse_session_models(monkeypatch: pytest.MonkeyPatch, request: pytest.Fixtur
 
     session_model.unpatched = build
     monkeypatch.setattr(models, "build_default_model", session_model)
+
+
+@pytest.fixture(scope="session")
+def extended_package(tmp_path_factory) -> tuple[Path, dict]:
+    """A copy of the package with the docs' example check group and example capability added (one
+    new file each, nothing else changed), and what it says of itself (:data:`EXTENDED_PROBE`, one
+    process for the groups' and the capabilities' tests)."""
+    import json
+
+    changes = {
+        "oracle/groups/special_embeddings.py": documented_example("reference/checks.md", "example-group"),
+        "ports/capabilities/memory_report.py": documented_example("porting-guide.md", "example-capability"),
+    }
+    root = package_copy(tmp_path_factory.mktemp("extended"), changes)
+    result = run_against(root, "-c", EXTENDED_PROBE)
+    assert result.returncode == 0, result.stderr
+    return root, json.loads(result.stdout)

@@ -17,7 +17,6 @@ from gemma4_static.ports.capabilities.image_profiles import IMAGE_PROFILES
 from gemma4_static.ports.capabilities.runtime_internals import RUNTIME_INTERNALS
 from gemma4_static.ports.core import PortCore
 from gemma4_static.ports.static import StaticRuntimePort
-from tests.package_copy import package_copy, run_against
 from tests.unit.ports import port_adapters
 
 BUILT: list[str] = []  # the ports CountingPort built
@@ -108,50 +107,12 @@ def test_a_group_that_needs_a_missing_capability_builds_nothing(tiny_model):
     assert len(BUILT) == 1, BUILT  # the sample setup's port alone
 
 
-CAPABILITY = '''"""A capability of a port: its memory report (an example added in one module)."""
-
-from __future__ import annotations
-
-from ..core import not_exposed
-from . import Capability
-
-
-class MemoryReport:
-    """A port's memory report, optional in Gemma4Port."""
-
-    def memory_bytes(self) -> int:
-        """The bytes its weights and caches hold."""
-        raise not_exposed(self, MEMORY_REPORT.name)
-
-
-MIXIN = MemoryReport
-MEMORY_REPORT = Capability("its memory report", MemoryReport, ("memory_bytes",))
-CAPABILITIES = (MEMORY_REPORT,)
-'''
-
-
-def test_adding_a_capability_is_one_new_module(tmp_path):
-    """A capability module dropped into a copy of the package: every port has its default, a port
-    overriding it has it, new-port's skeleton and the porting guide's table list it."""
-    copy = package_copy(tmp_path, {"ports/capabilities/memory_report.py": CAPABILITY})
-    probe = (
-        "import sys; sys.path.insert(0, 'docs/hooks'); import reference\n"
-        "from gemma4_static.ports import Gemma4Port, NotExposed\n"
-        "from gemma4_static.ports.capabilities import implemented, named\n"
-        "from gemma4_static.commands.new_port import capability_stubs\n"
-        "class Reports(Gemma4Port):\n"
-        "    def memory_bytes(self): return 1\n"
-        "capability = named('its memory report')\n"
-        "try:\n    Gemma4Port().memory_bytes()\nexcept NotExposed as reason:\n    print(reason)\n"
-        "print(implemented(Reports, capability), implemented(Gemma4Port, capability))\n"
-        "print('def memory_bytes(self) -> int' in capability_stubs())\n"
-        "print(any('its memory report' in line for line in reference._capabilities().splitlines()))\n"
-    )
-    result = run_against(copy, "-c", probe)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [
-        "unnamed port does not expose its memory report",
-        "True False",
-        "True",
-        "True",
-    ]
+def test_adding_a_capability_is_one_new_module(extended_package):
+    """The porting guide's example capability, dropped into a copy of the package's capabilities
+    folder: every port has its default (saying what is missing), a port overriding it has it, and
+    new-port's skeleton and the porting guide's table list it."""
+    _, said = extended_package
+    assert said["default"] == "unnamed port does not expose its memory report"
+    assert said["implemented"] == [True, False] and said["skeleton"]
+    (row,) = said["capabilities table"]
+    assert "`memory_bytes`" in row and "The bytes its weights and caches hold." in row

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import re
 
 from gemma4_static.commands.cli import build_parser
 from gemma4_static.oracle.groups import BY_NAME, GROUPS, PROFILE_KINDS, kind_of, names
 from gemma4_static.oracle.options import VerifyOptions, group_names
 from gemma4_static.oracle.session.session import open_session
-from tests.package_copy import package_copy, run_against
 from tests.paths import PACKAGE, ROOT
 
 GROUPS_FOLDER = PACKAGE / "oracle" / "groups"
@@ -97,35 +95,17 @@ def test_the_command_line_offers_the_table():
     assert tuple(without.choices) == group_names() and all(name in without.help for name in names())
 
 
-def _example_group() -> str:
-    page = (ROOT / "docs" / "reference" / "checks.md").read_text()
-    return re.search(r"<!-- example-group -->\n```python\n(.*?)```", page, re.DOTALL).group(1)
-
-
-def test_adding_a_group_is_one_new_file(tmp_path, tiny_model):
+def test_adding_a_group_is_one_new_file(extended_package, tiny_model):
     """The documentation's example group, dropped into a copy of the package's groups folder and
     nothing else changed: it is in the table in its place, ``verify --without`` offers it, the docs'
     table and new-port's test file list it; and its rows, run on a session of the tiny model, PASS."""
-    copy = package_copy(tmp_path, {"oracle/groups/special_embeddings.py": _example_group()})
-    probe = (
-        "import sys; sys.path.insert(0, 'docs/hooks'); import reference\n"
-        "from gemma4_static.commands.new_port import TEST\n"
-        "from gemma4_static.oracle.groups import names\n"
-        "print(' '.join(names()))\n"
-        "print([line for line in reference._check_groups().splitlines() if 'special-embeddings' in line])\n"
-        "print('names(\"float32\")' in TEST)\n"
-        "from gemma4_static.commands.cli import build_parser\n"
-        "commands = next(action for action in build_parser()._actions if getattr(action, 'choices', None))\n"
-        "print(' '.join(commands.choices['verify'].format_help().split()))\n"
-    )
-    result = run_against(copy, "-c", probe)
-    assert result.returncode == 0, result.stderr
-    listed, table, test_file_reads_the_table, helped = result.stdout.splitlines()
-    assert listed.split()[1:3] == ["inputs", "special-embeddings"]  # its place in data-flow order
+    root, said = extended_package
+    assert said["groups"][1:3] == ["inputs", "special-embeddings"]  # its place in data-flow order
+    (table,) = said["groups table"]
     assert "the port's token embedding of every special id" in table and "the token embedding" in table
-    assert test_file_reads_the_table == "True"
-    assert "special-embeddings" in helped.split("--without GROUP")[-1].split("--port")[0]
-    path = copy / "gemma4_static" / "oracle" / "groups" / "special_embeddings.py"
+    assert said["new-port test reads the table"]
+    assert "special-embeddings" in said["verify help"].split("--without GROUP")[-1].split("--port")[0]
+    path = root / "gemma4_static" / "oracle" / "groups" / "special_embeddings.py"
     spec = importlib.util.spec_from_file_location("gemma4_static.oracle.groups.special_embeddings", path)
     example = importlib.util.module_from_spec(spec)  # its relative imports resolve in the installed package
     spec.loader.exec_module(example)
