@@ -1,12 +1,15 @@
 """The models every folder of the suite judges: Gemma 4 models built once per session (and per xdist
-worker), the opt-in real checkpoint, and code that builds a model by name handed the session's."""
+worker), the tiny one saved as a bfloat16 checkpoint, the opt-in real checkpoint, and code that
+builds a model by name handed the session's."""
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.package_copy import EXTENDED_PROBE, documented_example, package_copy, run_against
 from tests.suite import BUILDS
@@ -54,6 +57,14 @@ def e2b_vision_model():
 def vision_model(request: pytest.FixtureRequest):
     """Both embedded multimodal models: the tiny vision tower and E2B's vision geometry."""
     return request.getfixturevalue({"tiny": "tiny_model", "e2b-vision": "e2b_vision_model"}[request.param])
+
+
+@pytest.fixture(scope="session")
+def saved_bfloat16(tiny_model, tmp_path_factory) -> Path:
+    """The tiny model saved with ``save_pretrained`` in bfloat16, as every Gemma 4 checkpoint is stored."""
+    folder = tmp_path_factory.mktemp("tiny-bfloat16")
+    copy.deepcopy(tiny_model).to(torch.bfloat16).save_pretrained(folder)
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -42,6 +42,17 @@ def _bounded(low: int, high: int):
     return parse
 
 
+def _positive_float(text: str) -> float:
+    """An argparse type: a finite number above 0, else a usage error (exit code 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {value}")
+    return value
+
+
 def _writable_file(text: str) -> Path:
     """An argparse type: a file that can be opened for writing (tried now, left as it was)."""
     path = Path(text)
@@ -75,7 +86,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="embedded default model to verify (default: the port's own, tiny for most; e2b-multimodal for a port "
         "that needs an image in a fixed profile); ignored with --checkpoint",
     )
-    verify.add_argument("--checkpoint", type=Path, metavar="PATH", help="a local Gemma 4 checkpoint folder")
+    verify.add_argument(
+        "--checkpoint",
+        type=Path,
+        metavar="PATH",
+        help="a local Gemma 4 checkpoint folder, loaded in the profile's dtype (memory-mapped where it was stored in "
+        "it); the check groups too long at a real size are left out (--all-groups runs them)",
+    )
+    verify.add_argument(
+        "--memory",
+        type=_positive_float,
+        metavar="GB",
+        help="with --checkpoint: the memory the run may use (default: what the machine has available); a run whose "
+        "estimate exceeds it is refused before loading",
+    )
+    verify.add_argument(
+        "--all-groups",
+        action="store_true",
+        help="with --checkpoint: every check group, those left out at a real size too",
+    )
     verify.add_argument(
         "--max-seq",
         type=_bounded(1, MAX_SEQ_LIMIT),

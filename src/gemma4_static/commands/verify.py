@@ -14,6 +14,7 @@ import torch
 
 from ..executorch.backends import backend_named
 from ..oracle.flow import verify  # looked up per call: a test's substitute must not outlive it
+from ..oracle.groups import GROUPS
 from ..oracle.groups.export import GROUP as EXPORT
 from ..oracle.groups.overflow import GROUP as OVERFLOW
 from ..oracle.numerics.kernel_sets import active_kernels
@@ -23,6 +24,7 @@ from ..oracle.references.recording import Recording
 from ..oracle.results.report import Row, format_row
 from ..oracle.results.report_json import report_document, run_metadata, write_report
 from ..oracle.results.verdict import ExitCode
+from ..oracle.session.memory import Budget
 from ..oracle.session.sample_plan import SEEDS
 from ..ports.registry import declared_limits, port_factory
 
@@ -37,12 +39,19 @@ def _usage(message: object) -> int:
     return ExitCode.USAGE
 
 
+def real_size_left_out(args: argparse.Namespace) -> dict[str, str]:
+    """The groups a checkpoint's run leaves out by default, with why (none with ``--all-groups``)."""
+    if args.checkpoint is None or args.all_groups:
+        return {}
+    return {group.name: group.real_size for group in GROUPS if group.real_size}
+
+
 def options_of(args: argparse.Namespace) -> VerifyOptions:
     """The run's options from the command line (a ``ValueError`` names a bad one: usage, exit 2)."""
     from ..oracle.references.reference_folder import open_reference
     from ..oracle.shards import Shard
 
-    left_out = {*args.without, *([EXPORT.name] if args.no_export else [])}
+    left_out = {*args.without, *([EXPORT.name] if args.no_export else []), *real_size_left_out(args)}
     return VerifyOptions(
         port=args.port,
         dtype=getattr(torch, args.dtype),
@@ -58,13 +67,20 @@ def options_of(args: argparse.Namespace) -> VerifyOptions:
     )
 
 
-def model_of(args: argparse.Namespace) -> tuple[object, str]:
-    """The model to verify and its name: the checkpoint, the embedded ``--config``, or the port's own
-    default model (:func:`~gemma4_static.oracle.references.models.default_models`)."""
+def model_of(args: argparse.Namespace, options: VerifyOptions) -> tuple[object, str, Budget | None]:
+    """The model to verify, its name and, for a checkpoint, its memory budget: the checkpoint (its run
+    estimated first, refused by a ``ValueError`` where it cannot fit; loaded in the profile's dtype),
+    the embedded ``--config``, or the port's own default model
+    (:func:`~gemma4_static.oracle.references.models.default_models`)."""
     if args.checkpoint is not None:
-        return checkpoints.load_checkpoint(args.checkpoint), str(args.checkpoint)
+        budget = Budget.of(checkpoints.open_checkpoint(args.checkpoint), options, args.memory)
+        print(f"gemma4-static verify: {budget.describe()}", flush=True)
+        for name, why in real_size_left_out(args).items():
+            print(f"gemma4-static verify: {name} left out at a real size ({why}); --all-groups runs it", flush=True)
+        budget.check()
+        return checkpoints.load_checkpoint(args.checkpoint, options.dtype), str(args.checkpoint), budget
     name = args.config or models.default_models(declared_limits(port_factory(args.port)))[0]
-    return models.build_default_model(name), name
+    return models.build_default_model(name), name, None
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -82,17 +98,19 @@ def run_verify(args: argparse.Namespace) -> int:
         return _usage("--self-test injects faults into live runs; --reference and --shard judge a verification")
     try:
         options = options_of(args)
-        model, name = model_of(args)
+        model, name, budget = model_of(args, options)
     except ValueError as error:
         return _usage(error)
     if args.self_test:
         from .self_test import self_test_command
 
         return self_test_command(model, name, args.fault, options, started)
-    return _report(args, model, name, options, started)
+    return _report(args, model, name, options, started, budget)
 
 
-def _report(args: argparse.Namespace, model: object, name: str, options: VerifyOptions, started: float) -> int:
+def _report(
+    args: argparse.Namespace, model: object, name: str, options: VerifyOptions, started: float, budget: Budget | None
+) -> int:
     """Run the verification, print every row and the verdict, write the JSON and the page (also what
     finished when it is interrupted); the verdict's exit code."""
     kernels = active_kernels()
@@ -129,11 +147,15 @@ def _report(args: argparse.Namespace, model: object, name: str, options: VerifyO
     print(f"verify: {hf.asked} answers of HF {how} in {hf.seconds:.1f} s")
     print(f"verify: {verdict.summary()} ({time.perf_counter() - started:.1f} s)")
     extra = {"figures": result.figures} | _split(options, model)
+    if budget is not None:
+        print(f"verify: peak resident memory {budget.peak_text()}")
     if args.sensitivity:
         from .sensitivity import sensitivity_section
 
         extra |= sensitivity_section(model, name, options, args.json)
     run = _run_metadata(result.port_name, result.port_version, options, name, kernels)
+    if budget is not None:
+        run["memory"] = budget.measured()
     try:
         _write(args, report_document(verdict, run, extra))
     except OSError as error:

@@ -126,7 +126,7 @@ class StaticRuntimePort(Gemma4Port):
         states = None
         if outputs.hidden_states is not None:
             states = tuple(prompt.laid_out(state[:, :length]) for state in outputs.hidden_states)
-        all_logits = None if states is None else runtime.stages.lm_head(states[-1])
+        all_logits = None if states is None else _over_positions(runtime.stages.lm_head, states[-1])
         return PortPrefill(
             outputs.logits,
             hidden_states=states,
@@ -202,3 +202,15 @@ class StaticRuntimePort(Gemma4Port):
         return stage_cases(
             self.runtime, pixel_values=pixel_values, image_position_ids=image_position_ids, representative=True
         )
+
+
+def _over_positions(head: Any, hidden: torch.Tensor, chunk: int = 64) -> torch.Tensor:
+    """``head`` ``(B, S, H) -> (B, S, vocab)`` applied ``chunk`` positions at a time into one output:
+    at a real vocabulary the logits of a whole prompt are the largest tensor of a run (1.1 GB for two
+    rows of 515 tokens in float32), and the head's softcap temporaries stay a chunk's."""
+    first = head(hidden[:, :chunk])
+    logits = first.new_empty((*hidden.shape[:2], first.shape[-1]))
+    logits[:, :chunk] = first
+    for start in range(chunk, hidden.shape[1], chunk):
+        logits[:, start : start + chunk] = head(hidden[:, start : start + chunk])
+    return logits

@@ -139,9 +139,11 @@ def _reference_outputs(session: Session) -> dict[str, tuple[str, Extract, torch.
     valid = prompt.attention_mask.bool()
     length = valid.shape[1]
     states = reference.hidden_states
-    outputs = {"logits": ("logits", lambda ours: ours.all_logits[valid], reference.logits[valid])}
+    rows, positions, _ = session.compared_positions()
+    compared = reference.logits_at(rows, positions)
+    outputs = {"logits": ("logits", lambda ours: ours.all_logits[rows, positions], compared)}
     if exposed.all_logits is None:
-        last = reference.logits[torch.arange(valid.shape[0]), prompt.last_index]
+        last = reference.logits_at(torch.arange(valid.shape[0]), prompt.last_index)
         outputs["logits"] = ("logits at each row's last valid token", lambda ours: ours.logits, last)
     if exposed.hidden_states is not None:
         outputs.update(_state_outputs(session, valid, length, states))

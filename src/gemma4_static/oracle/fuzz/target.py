@@ -4,7 +4,6 @@ conversation, so a port is reused), and HF's logits over a row's whole token his
 
 from __future__ import annotations
 
-import copy
 import itertools
 import time
 from collections import Counter, OrderedDict
@@ -20,6 +19,7 @@ from ...spec import read_text_config
 from ..episodes.judgement import hf_token_by_token_logits
 from ..numerics.gates import quant_gate
 from ..options import VerifyOptions
+from ..references.streamed import streamed
 from ..results import tolerances
 from ..session.port_under_test import Builder, PortUnderTest, bound_builder
 
@@ -71,7 +71,7 @@ class FuzzTarget:
         finally:
             probe.close()
         if scheme is not None:  # judged against float64
-            model = copy.deepcopy(model).double()
+            model = streamed(model)
         limits = under_test.limits
         if limits.max_seq is not None:
             wanted = min(wanted, limits.max_seq)

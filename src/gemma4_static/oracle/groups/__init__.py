@@ -33,7 +33,8 @@ class CheckGroup:
     not). ``profiles``: the kinds of profile it has rows in (:data:`PROFILE_KINDS`); ``sharding``: how a
     split run runs it (:data:`SHARDINGS`, :mod:`..shards`); ``lane``: where the test lanes run it on
     the larger models (:data:`LANES`); ``minimum``: the report stages it compares that a green
-    verdict needs compared at least (wherever it ran)."""
+    verdict needs compared at least (wherever it ran); ``real_size``: why a checkpoint's run leaves
+    it out unless asked for every group (empty: it runs there too)."""
 
     name: str
     order: int
@@ -45,6 +46,7 @@ class CheckGroup:
     sharding: str = "one"
     lane: str = "default"
     minimum: tuple[str, ...] = ()
+    real_size: str = ""
 
     def __post_init__(self) -> None:
         for field, value, allowed in (("sharding", self.sharding, SHARDINGS), ("lane", self.lane, LANES)):

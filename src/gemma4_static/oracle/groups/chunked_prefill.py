@@ -14,7 +14,7 @@ from ...ports import PortSetup
 from ...ports.capabilities.host_stages import KV_CACHE
 from ..checks import parity
 from ..numerics import parity_numerics
-from ..references.hf import hf_prefill
+from ..references.hf import hf_last_logits
 from ..references.samples import Prompt, text_prompt
 from ..results.report import Row, merge, skip_row
 from ..session.port_calls import guarded
@@ -47,8 +47,7 @@ def chunked_prefill_rows(session: Session) -> Iterator[Row]:
         if session.low_precision:
             yield from low_precision_rows(session, port, prompt, ours, check)
             return
-        rows = torch.arange(prompt.input_ids.shape[0])
-        theirs = hf_prefill(session.model, prompt).logits[rows, prompt.last_index]
+        theirs = hf_last_logits(session.model, prompt)
         yield parity.stage_row(
             "chunked prefill", f"{check}, logits of the last valid tokens", ours, theirs, session.dtype
         )
@@ -60,9 +59,8 @@ def chunked_prefill_rows(session: Session) -> Iterator[Row]:
 def low_precision_rows(session: Session, port: Any, prompt: Prompt, ours: torch.Tensor, check: str) -> Iterator[Row]:
     """A chunked prefill's last-token logits ``ours (B, vocab)`` and its cache against float64 (HF's
     same-dtype figures beside), the logits under the token rule too."""
-    gate, rows = session.gate, torch.arange(prompt.input_ids.shape[0])
-    models = (session.reference_model, session.hf_model)
-    reference, hf = (hf_prefill(model, prompt).logits[rows, prompt.last_index] for model in models)
+    gate = session.gate
+    reference, hf = (hf_last_logits(model, prompt) for model in (session.reference_model, session.hf_model))
     stage = "chunked prefill"
     yield from parity_numerics.metric_rows(stage, f"{check}, last valid token per row", ours, hf, reference, gate)
     bound, text = gate.token_bound(reference), gate.bound_text

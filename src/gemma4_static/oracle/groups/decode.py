@@ -14,7 +14,7 @@ from ...ports import PortSetup
 from ...ports.capabilities.host_stages import KV_CACHE
 from ..checks import parity
 from ..numerics import parity_numerics
-from ..references.hf import hf_decode_logits, hf_generate, hf_greedy, hf_prefill
+from ..references.hf import hf_decode_logits, hf_generate, hf_greedy, hf_last_logits
 from ..references.samples import Prompt, special_ids
 from ..results import tolerances
 from ..results.report import Row, merge_by
@@ -99,7 +99,7 @@ def _special_rows(session: Session, kind: str) -> list[Row]:
     label = "placeholders" if kind == "placeholder" else "special ids"
     rows = []
     if inside:
-        hf_logits = hf_prefill(session.model, prompt).logits[0, -1]
+        hf_logits = hf_last_logits(session.model, prompt)[0]
         check = f"{len(inside)} {label} at a prompt's end ({', '.join(inside)})"
         rows.append(parity.stage_row("prefill logits", check, first.logits[0], hf_logits, session.dtype))
     decoded = parity.stage_row(

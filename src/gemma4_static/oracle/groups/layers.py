@@ -31,8 +31,7 @@ def float32_rows(session: Session) -> Iterator[Row]:
     """In float32: each against HF float32's."""
     yield from guarded("decoder layers", "hidden states", lambda: hidden_state_rows(session))
     yield from guarded("KV cache", "K/V of every producing layer", lambda: kv_rows(session))
-    valid = session.prompt.attention_mask.bool()
-    hf_logits = session.theirs.logits[torch.arange(valid.shape[0]), session.prompt.last_index]
+    hf_logits = session.theirs.logits_at(torch.arange(session.prompt.input_ids.shape[0]), session.prompt.last_index)
     yield from parity.logits_rows(session.ours.logits, hf_logits, session.dtype)
     yield from guarded("prefill logits", PLAIN, lambda: [plain_prefill_row(session, hf_logits)])
     yield from guarded("prefill logits", "every valid position", lambda: [all_logits_row(session)])
@@ -44,17 +43,24 @@ def plain_prefill_row(session: Session, hf_logits: torch.Tensor) -> Row:
     return parity.stage_row("prefill logits", PLAIN, logits, hf_logits, session.dtype)
 
 
+def positions_check(session: Session) -> tuple[torch.Tensor, torch.Tensor, str]:
+    """The valid ``(rows, positions)`` whose logits are compared and the check naming them: every
+    valid position, or those of them HF's prefill kept (a real vocabulary: :func:`..session.session.kept_positions`)."""
+    rows, positions, every = session.compared_positions()
+    total = int(session.prompt.attention_mask.sum())
+    return rows, positions, "every valid position" if every else f"{len(rows)} of {total} valid positions"
+
+
 def all_logits_row(session: Session) -> Row:
     """The logits at every valid position (what scoring and perplexity read) vs HF's."""
-    valid = session.prompt.attention_mask.bool()
+    rows, positions, check = positions_check(session)
     ours = session.exposed(session.ours.all_logits, "the logits at every position")
-    if ours.shape[:2] != valid.shape:
-        return parity.compare("prefill logits", "every valid position", ours, session.theirs.logits, 0.0)
-    row = parity.stage_row(
-        "prefill logits", "every valid position", ours[valid], session.theirs.logits[valid], session.dtype
-    )
-    errors = (ours[valid].double() - session.theirs.logits[valid].double()).abs().amax(dim=-1).tolist()
-    session.figures["positions"] = position_points(valid.nonzero().tolist(), errors, row.tolerance)
+    if ours.shape[:2] != session.prompt.attention_mask.shape:
+        return parity.compare("prefill logits", check, ours, session.theirs.logits, 0.0)
+    mine, theirs = ours[rows, positions], session.theirs.logits_at(rows, positions)
+    row = parity.stage_row("prefill logits", check, mine, theirs, session.dtype)
+    errors = (mine.double() - theirs.double()).abs().amax(dim=-1).tolist()
+    session.figures["positions"] = position_points(torch.stack((rows, positions), 1).tolist(), errors, row.tolerance)
     return row
 
 
@@ -74,8 +80,8 @@ def low_precision_rows(session: Session) -> Iterator[Row]:
     yield from guarded("decoder layers", "hidden states vs float64", lambda: hidden_state_rows_vs_float64(session))
     yield from kv_rows_vs_float64(session, "KV cache", session.port, prompt, "")
     rows_index = torch.arange(valid.shape[0])
-    reference = session.reference.logits[rows_index, prompt.last_index]
-    hf = session.theirs.logits[rows_index, prompt.last_index]
+    reference = session.reference.logits_at(rows_index, prompt.last_index)
+    hf = session.theirs.logits_at(rows_index, prompt.last_index)
     check = "last valid token per row"
     yield from parity_numerics.metric_rows("prefill logits", check, session.ours.logits, hf, reference, gate)
     yield from guarded(
@@ -86,19 +92,19 @@ def low_precision_rows(session: Session) -> Iterator[Row]:
         ),
     )
     yield parity_numerics.sample_gap_row("prefill logits", reference, gate)
-    positions = valid.nonzero().tolist()
-    every = f"every valid position ({len(positions)})"
+    rows, positions, check = positions_check(session)
+    every = f"{check} ({len(rows)})" if check.startswith("every") else check
     yield from guarded(
         "prefill logits",
         every,
         lambda: parity_numerics.token_rows(
             "prefill logits",
             every,
-            session.exposed(session.ours.all_logits, "the logits of every position")[valid],
-            session.theirs.logits[valid],
-            session.reference.logits[valid],
+            session.exposed(session.ours.all_logits, "the logits of every position")[rows, positions],
+            session.theirs.logits_at(rows, positions),
+            session.reference.logits_at(rows, positions),
             gate,
-            lambda index: "row {} position {}".format(*positions[index]),
+            lambda index: f"row {rows[index]} position {positions[index]}",
         ),
     )
 

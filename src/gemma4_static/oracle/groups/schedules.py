@@ -97,4 +97,6 @@ GROUP = CheckGroup(
     rows=schedules_rows,
     reads=(PREFILL_POLICY, IMAGE_PROFILES),
     sharding="split",
+    real_size="hundreds of prefills around a window of 512 tokens, each against HF's forward over the same "
+    "tokens: days of two cores at E2B's real widths",
 )

@@ -52,7 +52,8 @@ def gate_text(row: dict[str, Any]) -> str:
 
 
 def provenance(metadata: dict[str, Any]) -> str:
-    """The run's port, model, profile, backend, kernel set, CPU, library versions, seeds and date."""
+    """The run's port, model, profile, backend, kernel set, CPU, library versions, seeds and date;
+    a checkpoint's run also its stored dtype and size, and the memory estimated and measured."""
     port, cpu = metadata.get("port", {}), metadata.get("cpu", {})
     versions = metadata.get("versions", {})
     libraries = ", ".join(f"{name} {version or 'not installed'}" for name, version in versions.items())
@@ -67,5 +68,23 @@ def provenance(metadata: dict[str, Any]) -> str:
         ("seeds", ", ".join(f"{name} {seed}" for name, seed in metadata.get("seeds", {}).items())),
         ("date", metadata.get("date", "?")),
     ]
+    memory = metadata.get("memory")
+    if memory is not None:
+        checkpoint, gb = memory["checkpoint"], 1e9
+        facts.append(
+            (
+                "checkpoint",
+                f"{checkpoint['parameters'] / gb:.2f} billion parameters stored in "
+                f"{checkpoint['stored_dtype']} ({checkpoint['size_bytes'] / gb:.1f} GB)",
+            )
+        )
+        peak = memory["peak_resident_bytes"]
+        facts.append(
+            (
+                "memory",
+                f"peak resident {peak / gb:.1f} GB ({peak / checkpoint['size_bytes']:.2f}x the checkpoint; "
+                f"estimated {memory['estimate_bytes'] / gb:.1f} GB)",
+            )
+        )
     items = "".join(f"<dt>{escape(name)}</dt><dd>{escape(str(value))}</dd>" for name, value in facts)
     return f'<dl class="provenance">{items}</dl>'

@@ -1,19 +1,60 @@
 """Loading a real Gemma 4 checkpoint from a local folder: never from the network, never writing to
-the folder, and every fault a clear ``ValueError`` naming the file and the problem."""
+the folder, and every fault a clear ``ValueError`` naming the file and the problem.
+
+:func:`open_checkpoint` reads what a checkpoint is without loading it (its config, and from the
+safetensors headers its tensors' count, bytes and stored dtype: what a memory estimate needs);
+:func:`load_checkpoint` loads it in the dtype a profile computes in. In its stored dtype the weights
+are memory-mapped from the files, nothing copied (every Gemma 4 checkpoint is stored in bfloat16:
+the bfloat16 profile reads the files' pages); in another dtype each tensor is converted as it is
+read (bfloat16 is exact in float32 and float64)."""
 
 from __future__ import annotations
 
 import json
+import math
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import torch
 from safetensors import safe_open
 from transformers import AutoConfig, Gemma4ForCausalLM, Gemma4ForConditionalGeneration, PreTrainedModel
 
 GEMMA4_MODEL_TYPES = ("gemma4", "gemma4_text")
+SAFETENSORS_DTYPES = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+}
 
 
-def load_checkpoint(path: str | Path) -> PreTrainedModel:
-    """The Gemma 4 model saved in ``path`` (``config.json`` and ``*.safetensors``), in eval mode."""
+@dataclass(frozen=True)
+class CheckpointFiles:
+    """A checkpoint folder as its files describe it: ``config``, the ``weights`` files, its floating
+X
+    and ``stored_dtype`` (the dtype most of their bytes are in)."""
+
+    folder: Path
+    config: Any
+    weights: tuple[Path, ...]
+    parameters: int
+    size_bytes: int
+    stored_dtype: torch.dtype
+
+    def describe(self) -> dict[str, Any]:
+        """What a report records of it: path, stored dtype, parameters, bytes."""
+        return {
+            "path": str(self.folder),
+            "stored_dtype": str(self.stored_dtype).removeprefix("torch."),
+            "parameters": self.parameters,
+            "size_bytes": self.size_bytes,
+        }
+
+
+def open_checkpoint(path: str | Path) -> CheckpointFiles:
+    """The checkpoint in ``path`` (``config.json`` and ``*.safetensors``), its headers read, no weight."""
     folder = Path(path)
     config_file = folder / "config.json"
     if not config_file.is_file():
@@ -28,18 +69,37 @@ def load_checkpoint(path: str | Path) -> PreTrainedModel:
         config = AutoConfig.from_pretrained(folder, local_files_only=True)
     except (ValueError, TypeError, KeyError, OSError) as error:
         raise ValueError(f"checkpoint {str(config_file)!r} is not a valid Gemma 4 config: {error}") from None
-    weights = sorted(folder.glob("*.safetensors"))
+    weights = tuple(sorted(folder.glob("*.safetensors")))
     if not weights:
         raise ValueError(f"checkpoint {str(folder)!r} has no *.safetensors weights")
+    elements: Counter[torch.dtype] = Counter()
     for file in weights:
         try:
             with safe_open(str(file), framework="pt") as handle:
-                handle.keys()
+                for name in handle.keys():  # noqa: SIM118 (a safe_open handle is not iterable)
+                    tensor = handle.get_slice(name)
+                    dtype = SAFETENSORS_DTYPES.get(tensor.get_dtype())
+                    if dtype is not None:
+                        elements[dtype] += math.prod(tensor.get_shape())
         except Exception as error:  # safetensors raises its own error type for a damaged file
             raise ValueError(f"checkpoint weights {str(file)!r} cannot be read: {error}") from None
-    model_class = Gemma4ForConditionalGeneration if config.model_type == "gemma4" else Gemma4ForCausalLM
+    if not elements:
+        raise ValueError(f"checkpoint {str(folder)!r} holds no floating-point tensor")
+    size = {dtype: count * dtype.itemsize for dtype, count in elements.items()}
+    stored = max(size, key=size.get)
+    return CheckpointFiles(folder, config, weights, sum(elements.values()), sum(size.values()), stored)
+
+
+def load_checkpoint(path: str | Path, dtype: torch.dtype | None = None) -> PreTrainedModel:
+    """The Gemma 4 model saved in ``path``, in eval mode, in ``dtype`` (default: the dtype it was
+    stored in, its weights memory-mapped from the files)."""
+    files = open_checkpoint(path)
+    folder = files.folder
+    model_class = Gemma4ForConditionalGeneration if files.config.model_type == "gemma4" else Gemma4ForCausalLM
     try:
-        model, info = model_class.from_pretrained(folder, local_files_only=True, output_loading_info=True)
+        model, info = model_class.from_pretrained(
+            folder, local_files_only=True, output_loading_info=True, dtype=dtype or files.stored_dtype
+        )
     except (RuntimeError, ValueError, OSError) as error:
         raise ValueError(f"checkpoint {str(folder)!r}: its weights do not match its config: {error}") from None
     problems = {kind: info.get(kind) for kind in ("missing_keys", "unexpected_keys", "mismatched_keys")}

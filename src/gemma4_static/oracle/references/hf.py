@@ -134,32 +134,54 @@ def hf_rope(
 
 @dataclass(frozen=True)
 class HFPrefill:
-    """HF's forward on a prompt: ``logits (B, S, vocab)``, ``hidden_states`` as HF returns them (the
-    embeddings, each layer's output, the last after the final norm) and ``last_layer``, the last
-    layer's output before that norm (what a port's last hidden state is compared with)."""
+    """HF's forward on a prompt: ``logits (B, P, vocab)`` at the sequence ``positions (P,)`` kept
+    (``None``: every position, ``P = S``), ``hidden_states`` as HF returns them (the embeddings,
+    each layer's output, the last after the final norm) and ``last_layer``, the last layer's output
+    before that norm (what a port's last hidden state is compared with)."""
 
     logits: torch.Tensor
     hidden_states: tuple[torch.Tensor, ...]
     last_layer: torch.Tensor
+    positions: torch.Tensor | None = None
 
     @property
     def layer_outputs(self) -> tuple[torch.Tensor, ...]:
         """The embeddings and every layer's output, the last before the final norm."""
         return (*self.hidden_states[:-1], self.last_layer)
 
+    def logits_at(self, rows: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """``(N, vocab)``: the logits of row ``rows[i]`` at sequence position ``positions[i]``; a
+        ``ValueError`` for a position whose logits were not kept."""
+        if self.positions is None:
+            return self.logits[rows, positions]
+        index = torch.searchsorted(self.positions, positions).clamp_max(len(self.positions) - 1)
+        missing = positions[self.positions[index] != positions]
+        if missing.numel():
+            kept = self.positions.tolist()
+            raise ValueError(f"positions {missing.tolist()} were not kept; HF's logits are kept at {kept}")
+        return self.logits[rows, index]
+
 
 @recorded
 @torch.no_grad()
-def hf_prefill(model: Any, prompt: Any) -> HFPrefill:
+def hf_prefill(model: Any, prompt: Any, positions: torch.Tensor | None = None) -> HFPrefill:
     """HF's forward on a :class:`~gemma4_static.oracle.references.samples.Prompt` (with
-    ``mm_token_type_ids`` when it has an image): its logits and hidden states (:class:`HFPrefill`)."""
+    ``mm_token_type_ids`` when it has an image): its hidden states and its logits at the sorted
+    sequence ``positions`` (HF's ``logits_to_keep``; default every position): :class:`HFPrefill`."""
     captured: list[torch.Tensor] = []
     hook = text_module(model).norm.register_forward_pre_hook(lambda module, args: captured.append(args[0]))
+    kept = {} if positions is None else {"logits_to_keep": positions}
     try:
-        output = model(**prompt.hf_kwargs(), output_hidden_states=True, use_cache=True)
+        output = model(**prompt.hf_kwargs(), output_hidden_states=True, use_cache=True, **kept)
     finally:
         hook.remove()
-    return HFPrefill(output.logits, tuple(output.hidden_states), captured[0])
+    return HFPrefill(output.logits, tuple(output.hidden_states), captured[0], positions)
+
+
+def hf_last_logits(model: Any, prompt: Any) -> torch.Tensor:
+    """HF's logits ``(B, vocab)`` at each row's last valid token of ``prompt`` (only those kept)."""
+    last = prompt.last_index
+    return hf_prefill(model, prompt, last.unique()).logits_at(torch.arange(len(last)), last)
 
 
 @recorded

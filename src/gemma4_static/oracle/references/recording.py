@@ -52,7 +52,7 @@ def fingerprint(model: torch.nn.Module) -> str:
 def _feed_tensor(digest: Any, tensor: torch.Tensor) -> None:
     tensor = tensor.detach().cpu().contiguous()
     digest.update(f"{tensor.dtype}{tuple(tensor.shape)}".encode())
-    digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    digest.update(tensor.reshape(-1).view(torch.uint8).numpy())  # the buffer itself: a table is not copied
 
 
 def digest_of(value: Any) -> str:

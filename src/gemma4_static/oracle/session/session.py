@@ -9,7 +9,6 @@ profile where it has one."""
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +29,7 @@ from ..options import VerifyOptions, refused_scheme
 from ..references.hf import hf_prefill
 from ..references.reference_folder import admission
 from ..references.samples import Prompt
+from ..references.streamed import converted, streamed
 from ..results.report import Row
 from .calibration import SchemeSides, prepared_scheme
 from .port_calls import port_prefill
@@ -37,6 +37,10 @@ from .port_under_test import PortUnderTest, bound_builder
 from .sample_plan import ONE_ROW, sample_plan
 
 LAYER_GROUP = 5  # the report shows decoder layers in groups of one 4:1 period
+# HF's sample-prompt logits kept per forward, in elements of (rows, positions, vocab): every position
+# within it (the embedded models), else evenly spaced ones and each row's last (E2B's vocabulary of
+# 262,144: 32 positions of 2 rows, 134 MB in float64 instead of 2.2 GB for its 515-token prompt)
+LOGITS_BUDGET = 1 << 24
 log = logging.getLogger(__name__)
 
 
@@ -109,6 +113,17 @@ class Session:
     def window(self) -> int:
         return read_text_config(self.config).sliding_window
 
+    def compared_positions(self) -> tuple[torch.Tensor, torch.Tensor, bool]:
+        """The valid ``(rows, positions)`` of the sample prompt whose logits HF's prefill kept, and
+        whether they are all of its valid positions."""
+        valid = self.prompt.attention_mask.bool()
+        if self.theirs.positions is not None:
+            kept = torch.zeros_like(valid)
+            kept[:, self.theirs.positions] = True
+            valid = valid & kept
+        rows, positions = valid.nonzero(as_tuple=True)
+        return rows, positions, self.theirs.positions is None
+
     @property
     def ours(self) -> PortPrefill:
         """The port's prefill of the sample prompt; the port's own error again if it raised there
@@ -172,6 +187,12 @@ def ranges_recorded(port: Gemma4Port, ranges: dict[str, float], runtime: bool) -
     return recorded_ranges(port.runtime, ranges) if runtime else contextlib.nullcontext()
 
 
+def decode_steps(config: Any, options: VerifyOptions) -> int:
+    """The decode steps a run asks for: ``options.steps``, by default two windows and three past the
+    prompt, at most 24."""
+    return options.steps if options.steps is not None else min(2 * read_text_config(config).sliding_window + 3, 24)
+
+
 def checked_for_model(model: Any, options: VerifyOptions) -> None:
     """A ``ValueError`` for ``options`` that ``model`` cannot be judged in: a low-precision or integer
     profile of a mixture-of-experts model (not gated), or one split into shards (its routing is
@@ -198,10 +219,9 @@ def open_session(model: Any, options: VerifyOptions) -> Session:
     (``options.reference``) sees the sample plan first: it answers it, or records it."""
     checked_for_model(model, options)
     admit = admission(model, options.reference, options.port, options.profile, options.quant)
-    reference_model = None if options.float32 else copy.deepcopy(model).double()
-    model = model if options.dtype == torch.float32 else copy.deepcopy(model).to(options.dtype)
-    window = read_text_config(model.config).sliding_window
-    wanted = options.steps if options.steps is not None else min(2 * window + 3, 24)
+    reference_model = None if options.float32 else streamed(model)
+    model = converted(model, options.dtype)
+    wanted = decode_steps(model.config, options)
     factory = bound_builder(model, options)
     limits = declared_limits(port_factory(options.port)) or ONE_ROW
     plan = sample_plan(model.config, limits, wanted, options.max_seq)
@@ -246,13 +266,25 @@ def _prepared(
     with ranges_recorded(port, ranges, runtime), _routing(routing, model):
         prefilled = port_prefill(port, prompt.padded(port.limits.batch.padding_side), keep_intermediates=True)
     log.info("prefilling the sample prompt on HF%s", "" if reference_model is None else " and HF float64")
-    reference = None if reference_model is None else hf_prefill(reference_model, prompt)
+    positions = kept_positions(prompt, model.config.get_text_config().vocab_size)
+    reference = None if reference_model is None else hf_prefill(reference_model, prompt, positions)
     with _routing(routing, model):
-        theirs = hf_prefill(sides.hf_model, prompt)
+        theirs = hf_prefill(sides.hf_model, prompt, positions)
     return Session(
         options, model, under_test, port, prompt, steps, setup, prefilled, theirs, sides,
         reference_model, reference, routing, ranges=ranges,
     )  # fmt: skip
+
+
+def kept_positions(prompt: Prompt, vocab_size: int) -> torch.Tensor | None:
+    """The sequence positions whose logits HF's sample prefill keeps: ``None`` (every one) within
+    :data:`LOGITS_BUDGET`, else each row's last valid one and evenly spaced ones, sorted."""
+    rows, length = prompt.input_ids.shape
+    wanted = LOGITS_BUDGET // (rows * vocab_size)
+    if wanted >= length:
+        return None
+    spread = torch.linspace(0, length - 1, max(wanted - rows, 2)).round().long()
+    return torch.cat((spread, prompt.last_index)).unique()
 
 
 def _routing(routing: RoutingLedger | None, model: Any) -> contextlib.AbstractContextManager:

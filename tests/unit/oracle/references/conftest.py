@@ -3,7 +3,10 @@ session beside the same runs live, and a guard that no model gets built."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
+import torch
 
 from gemma4_static.commands import cli
 from gemma4_static.oracle.flow import verify
@@ -18,6 +21,12 @@ def saved(tiny_model, tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny-checkpoint")
     tiny_model.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture
+def stored(vision_model):
+    """A model with images as a checkpoint stores it: bfloat16."""
+    return copy.deepcopy(vision_model).to(torch.bfloat16)
 
 
 @pytest.fixture(params=("tiny", "e2b-vision", "e2b-geometry"))

@@ -1,6 +1,8 @@
 """A damaged or foreign checkpoint folder is a clear ``ValueError`` naming the file and the problem,
 and loading never writes to the folder. The checkpoint is the tiny model saved with
-``save_pretrained`` (``config.json`` + ``model.safetensors``), damaged one way per test."""
+``save_pretrained`` (``config.json`` + ``model.safetensors``), damaged one way per test. A sound
+one is described from its headers (stored dtype, parameters, bytes) and loads in the dtype asked
+for."""
 
 from __future__ import annotations
 
@@ -9,8 +11,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import load_file, save_file
 
-from gemma4_static.oracle.references.checkpoints import load_checkpoint
+from gemma4_static.oracle.references.checkpoints import load_checkpoint, open_checkpoint
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
@@ -69,3 +73,35 @@ def test_the_saved_checkpoint_loads_as_saved(saved, tiny_model):
     assert _snapshot(saved) == before
     for (name, mine), (_, theirs) in zip(model.state_dict().items(), tiny_model.state_dict().items(), strict=True):
         assert mine.equal(theirs), name
+
+
+def test_a_checkpoint_is_described_from_its_headers(saved):
+    files = open_checkpoint(saved)
+    tensors = load_file(str(saved / "model.safetensors"))  # every stored tensor: parameters and saved buffers
+    parameters = sum(tensor.numel() for tensor in tensors.values() if tensor.is_floating_point())
+    assert (files.parameters, files.stored_dtype) == (parameters, torch.float32)
+    assert files.size_bytes == 4 * parameters
+    assert files.describe() == {
+        "path": str(saved),
+        "stored_dtype": "float32",
+        "parameters": parameters,
+        "size_bytes": 4 * parameters,
+    }
+
+
+def test_a_checkpoint_loads_in_the_dtype_asked_for(saved_bfloat16, tiny_model):
+    assert open_checkpoint(saved_bfloat16).stored_dtype == torch.bfloat16
+    stored = load_checkpoint(saved_bfloat16)
+    assert {parameter.dtype for parameter in stored.parameters()} == {torch.bfloat16}
+    widened = load_checkpoint(saved_bfloat16, torch.float32)
+    assert {parameter.dtype for parameter in widened.parameters()} == {torch.float32}
+    for (name, mine), (_, theirs) in zip(widened.state_dict().items(), stored.state_dict().items(), strict=True):
+        assert torch.equal(mine, theirs.float()), name  # bfloat16 is exact in float32
+
+
+def test_a_checkpoint_of_no_floating_tensor_is_a_clear_error(saved, tmp_path):
+    folder = tmp_path / "checkpoint"
+    shutil.copytree(saved, folder)
+    save_file({"counts": torch.arange(4)}, str(folder / "model.safetensors"))
+    with pytest.raises(ValueError, match=r"checkpoint '.*checkpoint' holds no floating-point tensor"):
+        open_checkpoint(folder)

@@ -1,0 +1,87 @@
+"""A checkpoint run's memory (:mod:`~gemma4_static.oracle.session.memory`): the estimate by part from
+the checkpoint's headers and config, the memory found on the machine, the refusal of a run that
+cannot fit, and the peak measured."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gemma4_static.oracle.options import VerifyOptions
+from gemma4_static.oracle.references.checkpoints import open_checkpoint
+from gemma4_static.oracle.references.streamed import HEAD_CHUNK, StreamingPlan
+from gemma4_static.oracle.session import memory
+from gemma4_static.oracle.session.memory import BASE, Budget, MemoryEstimate, estimate
+from gemma4_static.oracle.session.sample_plan import sample_plan
+from gemma4_static.oracle.session.session import LOGITS_BUDGET, decode_steps
+from gemma4_static.ports.registry import declared_limits, port_factory
+
+
+def test_the_estimate_names_each_part(saved_bfloat16, tiny_model):
+    files = open_checkpoint(saved_bfloat16)
+    text = tiny_model.config.get_text_config()
+    float32 = estimate(files, VerifyOptions())
+    assert list(float32.parts) == ["weights", "logits", "base"]
+    assert float32.parts["weights"] == 4 * files.parameters
+    assert float32.parts["base"] == BASE
+    bfloat16 = estimate(files, VerifyOptions(dtype=torch.bfloat16))
+    assert list(bfloat16.parts) == ["weights", "float64 reference", "logits", "base"]
+    assert bfloat16.parts["weights"] == 2 * files.parameters == files.size_bytes
+    plan = StreamingPlan.of(tiny_model)
+    eager = sum(parameter.numel() for _, _, parameter in plan.eager_parameters(tiny_model))
+    largest = max(sum(parameter.numel() for parameter in layer.parameters()) for layer in plan.layers)
+    assert bfloat16.parts["float64 reference"] == 8 * (eager + largest + HEAD_CHUNK * text.hidden_size)
+    integer = estimate(files, VerifyOptions(quant="a16w8"))
+    assert integer.parts["HF quantized"] == 5 * files.parameters
+    assert float32.total == sum(float32.parts.values())
+
+
+def test_the_logits_part_follows_the_kept_positions(saved_bfloat16, tiny_model):
+    """The port's logits at every position of its sample setup, HF's at the kept ones (all of them
+    within the budget, with the softcap's two temporaries) in the profile and in float64."""
+    files = open_checkpoint(saved_bfloat16)
+    options = VerifyOptions(dtype=torch.bfloat16)
+    vocab = tiny_model.config.get_text_config().vocab_size
+    limits = declared_limits(port_factory(options.port))
+    prompt, _, setup = sample_plan(tiny_model.config, limits, decode_steps(tiny_model.config, options), None)
+    rows, length = prompt.input_ids.shape
+    assert rows == 2 and setup.max_seq > length  # two rows; room for the decode steps
+    kept = min(LOGITS_BUDGET, rows * length * vocab)
+    assert estimate(files, options).parts["logits"] == rows * setup.max_seq * vocab * 2 + 3 * kept * (2 + 8)
+
+
+def test_a_run_that_cannot_fit_is_refused_naming_both_figures(saved_bfloat16):
+    files = open_checkpoint(saved_bfloat16)
+    budget = Budget.of(files, VerifyOptions(dtype=torch.bfloat16), memory_gb=0.001)
+    assert budget.limit == 1_000_000
+    with pytest.raises(ValueError) as refused:
+        budget.check()
+    message = str(refused.value)
+    assert message.startswith(f"the run needs an estimated {budget.needed.describe()}, more than the 0.0 GB given by")
+    assert "--memory GB" in message
+    Budget(files, budget.needed, found=None, limit=None).check()  # nothing found, nothing refused
+    roomy = Budget(files, budget.needed, found=budget.needed.total, limit=budget.needed.total)
+    roomy.check()
+    tight = Budget(files, budget.needed, found=budget.needed.total - 1, limit=budget.needed.total - 1)
+    with pytest.raises(ValueError, match="this machine has available"):
+        tight.check()
+
+
+def test_the_machine_memory_is_read_from_meminfo(tmp_path, monkeypatch):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24000000 kB\nMemFree:         100 kB\nMemAvailable:   17000000 kB\n")
+    monkeypatch.setattr(memory, "MEMINFO", meminfo)
+    assert memory.available_memory() == 17_000_000 * 1024
+    monkeypatch.setattr(memory, "MEMINFO", tmp_path / "absent")
+    assert memory.available_memory() == memory.os.sysconf("SC_PAGE_SIZE") * memory.os.sysconf("SC_PHYS_PAGES")
+
+
+def test_the_peak_counts_what_this_process_holds():
+    held = torch.ones(64 << 20, dtype=torch.uint8)  # 64 MiB, touched
+    assert memory.peak_resident() >= held.numel()
+
+
+def test_an_estimate_describes_itself_in_gigabytes():
+    needed = MemoryEstimate({"weights": 9_300_000_000, "base": 1_610_612_736})
+    assert needed.total == 10_910_612_736
+    assert needed.describe() == "10.9 GB (weights 9.3, base 1.6)"
