@@ -33,7 +33,7 @@ SAFETENSORS_DTYPES = {
 @dataclass(frozen=True)
 class CheckpointFiles:
     """A checkpoint folder as its files describe it: ``config``, the ``weights`` files, its floating
-X
+    ``parameters`` (saved buffers included), their ``size_bytes``
     and ``stored_dtype`` (the dtype most of their bytes are in)."""
 
     folder: Path

@@ -213,7 +213,7 @@ def hf_decode_logits(model: Any, prompt: Any, tokens: torch.Tensor) -> torch.Ten
     row alone (batch 1, unpadded) through its own ``DynamicCache``."""
     rows = []
     for row in range(tokens.shape[0]):
-        cache = model(**prompt.row(row).hf_kwargs(), use_cache=True).cache
+        cache = model(**prompt.row(row).hf_kwargs(), use_cache=True, logits_to_keep=1).cache  # its cache only
         steps = []
         for token in tokens[row]:
             output = model(input_ids=token.view(1, 1), cache=cache, use_cache=True)

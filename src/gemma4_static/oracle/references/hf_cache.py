@@ -20,7 +20,8 @@ def hf_row_cache(
     """What HF's ``DynamicCache`` holds after prefilling row ``row`` of ``prompt`` alone, then
     feeding ``tokens (T,)``: ``{layer: (K, V)}`` for every layer with a cache of its own, each
     ``(kv_heads, held positions, head_dim)`` (a sliding layer holds its last ``window - 1``)."""
-    cache = model(**prompt.row(row).hf_kwargs(), use_cache=True).cache
+    # the cache, not (1, S, vocab) logits: 2.2 GB in float64 for 1,027 tokens of E2B's vocabulary
+    cache = model(**prompt.row(row).hf_kwargs(), use_cache=True, logits_to_keep=1).cache
     for token in [] if tokens is None else tokens:
         cache = model(input_ids=token.view(1, 1), cache=cache, use_cache=True).cache
     sources = read_text_config(model.config).kv_sources

@@ -73,7 +73,7 @@ class StreamingPlan:
         tables = tuple(m for m in model.modules() if isinstance(m, nn.Embedding) and id(m) not in in_layers)
         head = getattr(model, "lm_head", None)
         chunked = isinstance(head, VocabularyChunkedHead)  # a streamed clone's
-        if head is not None and not (chunked or isinstance(head, nn.Linear) and head.bias is None):
+        if head is not None and not (chunked or (isinstance(head, nn.Linear) and head.bias is None)):
             raise ValueError(f"model.lm_head must be an nn.Linear without bias, got {head!r}")
         return cls(layers, tables, head)
 
