@@ -4,6 +4,9 @@ out unless asked for, and the report's provenance naming the stored dtype and th
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from gemma4_static.commands import cli
@@ -11,6 +14,7 @@ from gemma4_static.commands.verify import options_of, real_size_left_out
 from gemma4_static.oracle.groups import GROUPS
 from gemma4_static.oracle.options import group_names
 from gemma4_static.oracle.references import checkpoints
+from tests.paths import ROOT
 from tests.reports import read_report
 
 REAL_SIZE_LEFT_OUT = {group.name for group in GROUPS if group.real_size}
@@ -65,3 +69,28 @@ def test_a_checkpoint_leaves_out_the_groups_too_long_at_a_real_size(saved_bfloat
     every = options_of(parser.parse_args([*checkpoint, "--all-groups"])).groups
     assert set(every) == set(group_names())
     assert set(options_of(parser.parse_args(["verify"])).groups) == set(group_names())  # an embedded model: all
+
+
+@pytest.mark.nightly  # about 8 minutes on two cores and 3.2 GB of disk: the nightly job runs it
+def test_a_checkpoint_of_e2b_real_widths_is_judged_within_its_memory_bound(tmp_path):
+    """E2B's real text widths (vocabulary 262,144, hidden 1,536, per-layer embeddings of 262,144 x
+    10 x 256) on its first 10 layers, 1.59 billion parameters stored in bfloat16, as the writer in
+    ``benchmarks/`` makes them: the bfloat16 profile completes in its own process, no FAIL, with a
+    peak resident memory at most the checkpoint's size plus 2 GB and at most the estimate it printed."""
+    folder = tmp_path / "e2b-10-layers"
+    writer = ROOT / "benchmarks" / "write_real_size_checkpoint.py"
+    arguments = [sys.executable, str(writer), str(folder), "--layers", "10"]
+    written = subprocess.run(arguments, capture_output=True, text=True)
+    assert written.returncode == 0, written.stderr
+    report_path = tmp_path / "report.json"
+    argv = ["verify", "--checkpoint", str(folder), "--dtype", "bfloat16", "--json", str(report_path), "--quiet"]
+    run = subprocess.run([sys.executable, "-m", "gemma4_static", *argv], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    report = read_report(report_path)
+    memory = report["metadata"]["memory"]
+    size, peak = memory["checkpoint"]["size_bytes"], memory["peak_resident_bytes"]
+    assert memory["checkpoint"]["parameters"] > 1.5e9 and memory["checkpoint"]["stored_dtype"] == "bfloat16"
+    assert report["counts"]["FAIL"] == 0 and report["counts"]["PASS"] >= 60
+    assert peak <= size + 2 * 10**9, f"peak {peak / 1e9:.2f} GB over the checkpoint's {size / 1e9:.2f} GB plus 2 GB"
+    estimate = memory["estimate_bytes"]
+    assert peak <= estimate, f"peak {peak / 1e9:.2f} GB over its estimate {estimate / 1e9:.2f} GB"

@@ -1,0 +1,183 @@
+"""Per-token decode at Gemma 4 E2B's real widths against the bandwidth limit, side by side in one run:
+HF's own ``DynamicCache`` step, this runtime's PyTorch backend, and its ExecuTorch one-program
+bundle in float and with its projections and LM head in ``8da4w`` (int8 dynamic activations, int4
+weights in groups of 32, quantized by ExecuTorch's own ``quantize_model_`` as its LLM export does;
+a speed figure, not a profile verify judges).
+
+The checkpoint (``write_real_size_checkpoint.py``; written first when the folder holds none) is
+loaded in ``--dtype``. Each side prefills the same prompt, then decode steps alternate between HF, the
+PyTorch backend and one ExecuTorch side (its program lowered first, then freed before the next: two
+real-size programs do not fit beside the model), so the three see the same machine load; medians
+are printed with the process's resident memory after the side ran. A side's limit is the bytes of
+weights one step must read (every weight once, the embedding tables one row: the token's and its
+per-layer row; the LM head's matrix whole) divided by the machine's read bandwidth, measured here
+as the median of summing a 2 GiB tensor.
+
+    python benchmarks/bench_real_size_decode.py DIR [--layers 10] [--max-seq 1024] [--prompt 256] [--steps 8]
+        [--sides executorch executorch-8da4w]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from timing import machine
+from torch import nn
+from write_real_size_checkpoint import write
+
+from gemma4_static.oracle.references.checkpoints import load_checkpoint
+from gemma4_static.oracle.references.models import e2b_real_text_config
+from gemma4_static.oracle.references.samples import text_prompt
+from gemma4_static.runtime import StaticGemma4Runtime
+
+GROUP = 32  # int4 weights per scale (ExecuTorch's 8da4w export uses 32 too)
+INT4_BYTES = 0.5 + 2 / GROUP  # a weight in 4 bits and a bfloat16 scale per group (XNNPACK's qb4w)
+SUM_BYTES = 2 << 30  # the bandwidth probe: far past any cache
+
+
+def seconds(call: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
+def read_bandwidth() -> float:
+    """Bytes per second this machine reads: the median of summing a 2 GiB float32 tensor."""
+    probe = torch.ones(SUM_BYTES // 4)
+    probe.sum()
+    return SUM_BYTES / statistics.median(seconds(probe.sum) for _ in range(7))
+
+
+def bytes_per_step(model: nn.Module, quantized: bool = False) -> int:
+    """Bytes of weights one decode step reads: every parameter once (by storage: the LM head tied to
+    the token table is one matrix, read whole), an embedding table's one row unless the LM head reads
+    it whole; ``quantized``: every 2-D weight but the tables in int4 (:data:`INT4_BYTES` a weight)."""
+    head = model.get_output_embeddings().weight
+    rows = {
+        module.weight.data_ptr(): module.weight[0]
+        for module in model.modules()
+        if isinstance(module, nn.Embedding) and module.weight.data_ptr() != head.data_ptr()
+    }
+    total, seen = 0, set()
+    for parameter in model.parameters():
+        if parameter.data_ptr() in seen:
+            continue
+        seen.add(parameter.data_ptr())
+        if parameter.data_ptr() in rows:
+            total += rows[parameter.data_ptr()].nbytes
+        elif quantized and parameter.dim() == 2:
+            total += int(parameter.numel() * INT4_BYTES)
+        else:
+            total += parameter.nbytes
+    return total
+
+
+class QuantizedHead(nn.Module):
+    """The LM head's matmul as its own ``nn.Linear`` (a copy of the tied matrix) for ``quantize_model_``;
+    the weight the stage passes in is not read."""
+
+    def __init__(self, weight: torch.Tensor) -> None:
+        super().__init__()
+        self.linear = nn.Linear(weight.shape[1], weight.shape[0], bias=False, dtype=weight.dtype)
+        self.linear.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)
+
+    def forward(self, normed: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return self.linear(normed)
+
+
+def quantized_8da4w(runtime: StaticGemma4Runtime) -> None:
+    """``runtime``'s projections and LM head replaced by 8da4w copies (the HF model's stay float)."""
+    from executorch.extension.llm.export.quantize import quantize_model_
+
+    for layer in runtime.modules.layers:
+        for name, child in list(layer.named_children()):
+            if isinstance(child, nn.Linear):
+                setattr(layer, name, copy.deepcopy(child))
+    runtime.modules.lm_head.matmul = QuantizedHead(runtime.modules.lm_head.weight)
+    targets = nn.ModuleList([*runtime.modules.layers, runtime.modules.lm_head])
+    quantize_model_(targets, qlinear_config="8da4w", qlinear_group_size=GROUP, skip_incompatible_shapes=True)
+
+
+def resident_gb() -> float:
+    """This process's resident memory now, in GB."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS")) / 1e9
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--layers", type=int, default=10, choices=(10, 35), help="written when the folder is empty")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    parser.add_argument("--max-seq", type=int, default=1024)
+    parser.add_argument("--prompt", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--sides", nargs="*", default=["executorch", "executorch-8da4w"])
+    args = parser.parse_args()
+    os.environ.setdefault("GEMMA4_STATIC_PROGRAM_CACHE", "off")  # no multi-GB program in the user's cache
+    torch.set_grad_enabled(False)
+    if not (args.folder / "config.json").is_file():
+        write(args.folder, e2b_real_text_config(args.layers), seed=0)
+    model = load_checkpoint(args.folder, getattr(torch, args.dtype))
+    config = model.config
+    bandwidth = read_bandwidth()
+    print(
+        f"{args.folder}: {config.num_hidden_layers} layers of E2B's real widths, {args.dtype}; max_seq "
+        f"{args.max_seq}, prompt {args.prompt}, batch 1; read bandwidth {bandwidth / 1e9:.1f} GB/s; {machine()}"
+    )
+    prompt = text_prompt(config, [args.prompt])
+    token = torch.full((1, 1), 7)
+    hf_cache = model(**prompt.hf_kwargs(), use_cache=True, logits_to_keep=1).cache
+    pytorch = StaticGemma4Runtime(model, max_seq=args.max_seq)
+    pytorch.prefill(prompt.input_ids, prompt.attention_mask)
+    float_bytes, int4_bytes = bytes_per_step(model), bytes_per_step(model, quantized=True)
+    header = ("side", "ms/token", "GB read", "limit ms", "/limit", "/HF", "/PyTorch", "lowered s", "RSS GB")
+    print(" ".join(f"{name:>16}" if i == 0 else f"{name:>10}" for i, name in enumerate(header)))
+    for side in [None, *args.sides]:
+        sides: dict[str, Callable[[], object]] = {
+            "HF": lambda: model(input_ids=token, cache=hf_cache, use_cache=True),
+            "PyTorch": lambda: pytorch.decode_one(token),
+        }
+        lowered = None
+        if side is not None:
+            runtime = StaticGemma4Runtime(model, max_seq=args.max_seq, backend="executorch")
+            if side == "executorch-8da4w":
+                quantized_8da4w(runtime)
+            lowered = seconds(lambda runtime=runtime: runtime.prefill(prompt.input_ids, prompt.attention_mask))
+            sides[side] = lambda runtime=runtime: runtime.decode_one(token)
+        for call in sides.values():
+            call()
+        times: dict[str, list[float]] = {name: [] for name in sides}
+        for _ in range(args.steps):
+            for name, call in sides.items():
+                times[name].append(seconds(call))
+        ms = {name: statistics.median(values) * 1e3 for name, values in times.items()}
+        for name in sides if side is None else [side]:
+            read = int4_bytes if name.endswith("8da4w") else float_bytes
+            limit = read / bandwidth * 1e3
+            cells = (
+                f"{ms[name]:.1f}",
+                f"{read / 1e9:.2f}",
+                f"{limit:.1f}",
+                f"{ms[name] / limit:.2f}",
+                f"{ms[name] / ms['HF']:.2f}",
+                f"{ms[name] / ms['PyTorch']:.2f}",
+                "" if lowered is None else f"{lowered:.0f}",
+                f"{resident_gb():.1f}",
+            )
+            print(f"{name:>16} " + " ".join(f"{cell:>10}" for cell in cells), flush=True)
+        sides.clear()
+        runtime = None
+        gc.collect()
+
+
+if __name__ == "__main__":
+    main()
