@@ -69,7 +69,8 @@ def options_of(args: argparse.Namespace) -> VerifyOptions:
 
 def model_of(args: argparse.Namespace, options: VerifyOptions) -> tuple[object, str, Budget | None]:
     """The model to verify, its name and, for a checkpoint, its memory budget: the checkpoint (its run
-    estimated first, refused by a ``ValueError`` where it cannot fit; loaded in the profile's dtype),
+    estimated first, refused by a ``ValueError`` where it cannot fit; loaded in its stored dtype,
+    memory-mapped: the session converts what the profile computes in another dtype),
     the embedded ``--config``, or the port's own default model
     (:func:`~gemma4_static.oracle.references.models.default_models`)."""
     if args.checkpoint is not None:
@@ -78,7 +79,7 @@ def model_of(args: argparse.Namespace, options: VerifyOptions) -> tuple[object, 
         for name, why in real_size_left_out(args).items():
             print(f"gemma4-static verify: {name} left out at a real size ({why}); --all-groups runs it", flush=True)
         budget.check()
-        return checkpoints.load_checkpoint(args.checkpoint, options.dtype), str(args.checkpoint), budget
+        return checkpoints.load_checkpoint(args.checkpoint), str(args.checkpoint), budget
     name = args.config or models.default_models(declared_limits(port_factory(args.port)))[0]
     return models.build_default_model(name), name, None
 

@@ -12,15 +12,18 @@ from .ops import rms_norm
 
 
 class TokenEmbedding(nn.Module):
-    """``ids (B, S)`` -> ``(B, S, H)``: the table row times ``sqrt(H)`` cast to the weight dtype (as HF)."""
+    """``ids (B, S)`` -> ``(B, S, H)`` in ``dtype``: the table row, cast to ``dtype`` where the table is
+    kept in another (a checkpoint's bfloat16 table in the float32 profile: exact), times ``sqrt(H)``
+    cast to ``dtype`` (as HF over a table in ``dtype``)."""
 
-    def __init__(self, weight: torch.Tensor, scale: float) -> None:
+    def __init__(self, weight: torch.Tensor, scale: float, dtype: torch.dtype) -> None:
         super().__init__()
         self.weight = weight
+        self.dtype = dtype
         self.register_buffer("scale", torch.tensor(scale), persistent=False)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return F.embedding(input_ids, self.weight) * self.scale.to(self.weight.dtype)
+        return F.embedding(input_ids, self.weight).to(self.dtype) * self.scale.to(self.dtype)
 
     def example_inputs(self, batch: int, length: int, generator: torch.Generator) -> tuple[torch.Tensor]:
         """Random in-vocabulary ids ``(batch, length)``."""
@@ -39,7 +42,7 @@ class PerLayerInputs(nn.Module):
         self.num_layers = spec.num_layers
         self.size = spec.per_layer_input_size
         self.eps = spec.rms_norm_eps
-        self.table = TokenEmbedding(weights.table, self.size**0.5)
+        self.table = TokenEmbedding(weights.table, self.size**0.5, spec.dtype)
         self.projection = weights.projection
         self.projection_scale = spec.hidden_size**-0.5
         self.norm_weight = weights.projection_norm

@@ -30,7 +30,7 @@ def build_stages(spec: ModelSpec, weights: ModelWeights, *, image_slots: tuple[t
     """The stages of ``spec``; ``image_slots`` are the layout's ``(start, tokens)`` pairs."""
     vision = None if weights.vision is None else VisionEncoder(spec.vision, weights.vision)
     return Stages(
-        embedding=TokenEmbedding(weights.embed_tokens, spec.hidden_size**0.5),
+        embedding=TokenEmbedding(weights.embed_tokens, spec.hidden_size**0.5, spec.dtype),
         per_layer_inputs=(
             NoPerLayerInputs(spec.num_layers) if weights.per_layer is None else PerLayerInputs(spec, weights.per_layer)
         ),

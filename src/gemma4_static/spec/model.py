@@ -97,7 +97,7 @@ def read_model(model: Any) -> tuple[ModelSpec, ModelWeights]:
         image_token_id=model.config.image_token_id if multimodal else None,
         placeholder_token_ids=placeholders,
         vision=vision_spec,
-        dtype=text.embed_tokens.weight.dtype,
+        dtype=text.norm.weight.dtype,  # a table may stay in its stored dtype, read row-wise
     )
     per_layer = None
     if spec.per_layer_input_size:

@@ -165,17 +165,36 @@ def _read_rowwise(table: nn.Embedding, dtype: torch.dtype) -> None:
     table.register_forward_hook(restore, always_call=True)
 
 
+def kept_tables(model: nn.Module) -> list[nn.Embedding]:
+    """The embedding tables :func:`converted` keeps in their stored dtype: every ``nn.Embedding`` but
+    the one whose weight the LM head reads whole."""
+    head = getattr(model, "lm_head", None)
+    read_whole = set() if head is None else {id(head.weight)}
+    return [m for m in model.modules() if isinstance(m, nn.Embedding) and id(m.weight) not in read_whole]
+
+
 def converted(model: nn.Module, dtype: torch.dtype) -> nn.Module:
     """``model`` itself where its floating parameters are all in ``dtype`` already, else a copy with
-    every floating parameter and buffer in ``dtype`` (``copy.deepcopy(model).to(dtype)`` without
-    the copy in the stored dtype first; tied weights stay tied)."""
+    every floating parameter and buffer in ``dtype`` (``copy.deepcopy(model).to(dtype)`` without the
+    copy in the stored dtype first; tied weights stay tied) but for the embedding tables the LM head
+    does not read: those stay in their stored dtype and storage, read row-wise in ``dtype`` (the
+    per-layer-embedding table is half of E2B's parameters; a prompt reads a few hundred of its rows).
+    A row converted on its own is the row of the converted table, so the copy computes what
+    ``copy.deepcopy(model).to(dtype)`` computes."""
     if all(parameter.dtype == dtype for parameter in model.parameters() if parameter.is_floating_point()):
         return model
+    kept = {id(table.weight) for table in kept_tables(model)}
     memo: dict[int, Any] = {}
     for parameter in model.parameters():
-        if parameter.is_floating_point():
+        if parameter.is_floating_point() and id(parameter) not in kept:
             memo[id(parameter)] = nn.Parameter(parameter.detach().to(dtype), requires_grad=False)
+        elif id(parameter) in kept:
+            memo[id(parameter)] = parameter
     for buffer in model.buffers():
         if buffer.is_floating_point():
             memo[id(buffer)] = buffer.to(dtype)
-    return copy.deepcopy(model, memo=memo)
+    copied = copy.deepcopy(model, memo=memo)
+    for table in copied.modules():
+        if isinstance(table, nn.Embedding) and id(table.weight) in kept:
+            _read_rowwise(table, dtype)
+    return copied

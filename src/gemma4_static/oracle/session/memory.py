@@ -3,9 +3,10 @@ memory the machine has, and the peak a run measured.
 
 :func:`estimate` adds, in bytes (:class:`MemoryEstimate`, each part named):
 
-- **weights**: every parameter in the profile's dtype. In the stored dtype they are the files'
-  pages (counted as the checks read them: an upper bound, since a prompt reads few rows of the
-  embedding tables); in another they are converted copies.
+- **weights**: in the stored dtype, the files' pages (counted whole: an upper bound, since a prompt
+  reads few rows of the embedding tables). In another dtype the embedding tables the LM head does
+  not read stay so (read row-wise: :func:`..references.streamed.converted`) and every other
+  parameter is a converted copy beside the file pages it was read from.
 - **float64 reference** (the low-precision and integer profiles): HF in float64 streamed
   (:mod:`..references.streamed`): what is up-cast once, the largest layer, one LM head chunk.
 - **HF quantized** (an integer profile): HF's copy in the scheme (torchao), its weights in float32
@@ -33,7 +34,7 @@ from transformers import Gemma4ForCausalLM, Gemma4ForConditionalGeneration
 from ...ports.registry import declared_limits, port_factory
 from ..options import VerifyOptions
 from ..references.checkpoints import CheckpointFiles
-from ..references.streamed import HEAD_CHUNK, StreamingPlan
+from ..references.streamed import HEAD_CHUNK, StreamingPlan, kept_tables
 from .sample_plan import ONE_ROW, sample_plan
 from .session import LOGITS_BUDGET, decode_steps
 
@@ -71,8 +72,11 @@ def estimate(files: CheckpointFiles, options: VerifyOptions) -> MemoryEstimate:
     model_class = Gemma4ForConditionalGeneration if config.model_type == "gemma4" else Gemma4ForCausalLM
     with torch.device("meta"):
         shapes = model_class(config)
-    itemsize = options.dtype.itemsize
-    parts = {"weights": files.parameters * itemsize}
+    itemsize, stored = options.dtype.itemsize, files.stored_dtype.itemsize
+    parts = {"weights": files.parameters * stored}
+    if options.dtype != files.stored_dtype:
+        tables = sum(table.weight.numel() for table in kept_tables(shapes))
+        parts["weights"] += (files.parameters - tables) * itemsize
     if not options.float32:
         plan = StreamingPlan.of(shapes)
         eager = sum(parameter.numel() for _, _, parameter in plan.eager_parameters(shapes))

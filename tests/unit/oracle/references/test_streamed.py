@@ -114,10 +114,25 @@ def test_streamed_refuses_what_it_cannot_stream(stored):
 
 def test_converted_is_the_model_itself_in_its_own_dtype(stored):
     assert converted(stored, torch.bfloat16) is stored
+
+
+def test_converted_keeps_the_tables_the_head_does_not_read_and_computes_the_whole_conversion(stored):
+    """Every weight but the per-layer-embedding table is converted (the tied head with its table,
+    still tied); that table stays in bfloat16, its storage shared, and a prefill in float32 is the
+    one of ``deepcopy(model).to(float32)`` to the bit (a row converted alone is the converted row)."""
     widened = converted(stored, torch.float32)
-    assert {p.dtype for p in widened.parameters()} == {torch.float32}
+    kept = {name for name, p in widened.named_parameters() if p.dtype == torch.bfloat16}
+    assert kept == {"model.embed_tokens_per_layer.weight"} or kept == {
+        "model.language_model.embed_tokens_per_layer.weight"
+    }, kept
+    (name,) = kept
+    assert widened.get_parameter(name).data_ptr() == stored.get_parameter(name).data_ptr()
     assert widened.lm_head.weight is widened.get_input_embeddings().weight  # still tied
-    expected = copy.deepcopy(stored).to(torch.float32)
-    for (name, mine), (_, theirs) in zip(widened.state_dict().items(), expected.state_dict().items(), strict=True):
-        assert mine.dtype == theirs.dtype and torch.equal(mine, theirs), name
+    assert widened.lm_head.weight.dtype == torch.float32
+    whole = copy.deepcopy(stored).to(torch.float32)
+    prompt = prompt_of(stored)
+    expected, got = hf_prefill(whole, prompt), hf_prefill(widened, prompt)
+    assert torch.equal(got.logits, expected.logits)
+    assert all(torch.equal(a, b) for a, b in zip(got.hidden_states, expected.hidden_states, strict=True))
+    assert widened.get_parameter(name).dtype == torch.bfloat16  # outside a forward: the stored table
     assert {p.dtype for p in stored.parameters()} == {torch.bfloat16}

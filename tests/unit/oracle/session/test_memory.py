@@ -9,7 +9,7 @@ import torch
 
 from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.references.checkpoints import open_checkpoint
-from gemma4_static.oracle.references.streamed import HEAD_CHUNK, StreamingPlan
+from gemma4_static.oracle.references.streamed import HEAD_CHUNK, StreamingPlan, kept_tables
 from gemma4_static.oracle.session import memory
 from gemma4_static.oracle.session.memory import BASE, Budget, MemoryEstimate, estimate
 from gemma4_static.oracle.session.sample_plan import sample_plan
@@ -22,7 +22,9 @@ def test_the_estimate_names_each_part(saved_bfloat16, tiny_model):
     text = tiny_model.config.get_text_config()
     float32 = estimate(files, VerifyOptions())
     assert list(float32.parts) == ["weights", "logits", "base"]
-    assert float32.parts["weights"] == 4 * files.parameters
+    tables = sum(table.weight.numel() for table in kept_tables(tiny_model))  # kept in bfloat16, read row-wise
+    assert tables > 0
+    assert float32.parts["weights"] == 2 * files.parameters + 4 * (files.parameters - tables)
     assert float32.parts["base"] == BASE
     bfloat16 = estimate(files, VerifyOptions(dtype=torch.bfloat16))
     assert list(bfloat16.parts) == ["weights", "float64 reference", "logits", "base"]
