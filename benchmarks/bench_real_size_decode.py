@@ -5,7 +5,8 @@ weights in groups of 32, quantized by ExecuTorch's own ``quantize_model_`` as it
 a speed figure, not a profile verify judges).
 
 The checkpoint (``write_real_size_checkpoint.py``; written first when the folder holds none) is
-loaded in ``--dtype``. Each side prefills the same prompt, then decode steps alternate between HF, the
+loaded as verify loads it: memory-mapped, converted to ``--dtype`` but for the per-layer-embedding
+table (kept in bfloat16, read row-wise). Each side prefills the same prompt, then decode steps alternate between HF, the
 PyTorch backend and one ExecuTorch side (its program lowered first, then freed before the next: two
 real-size programs do not fit beside the model), so the three see the same machine load; medians
 are printed with the process's resident memory after the side ran. A side's limit is the bytes of
@@ -36,6 +37,7 @@ from write_real_size_checkpoint import write
 from gemma4_static.oracle.references.checkpoints import load_checkpoint
 from gemma4_static.oracle.references.models import e2b_real_text_config
 from gemma4_static.oracle.references.samples import text_prompt
+from gemma4_static.oracle.references.streamed import converted
 from gemma4_static.runtime import StaticGemma4Runtime
 
 GROUP = 32  # int4 weights per scale (ExecuTorch's 8da4w export uses 32 too)
@@ -126,7 +128,7 @@ def main() -> None:
     torch.set_grad_enabled(False)
     if not (args.folder / "config.json").is_file():
         write(args.folder, e2b_real_text_config(args.layers), seed=0)
-    model = load_checkpoint(args.folder, getattr(torch, args.dtype))
+    model = converted(load_checkpoint(args.folder), getattr(torch, args.dtype))  # as verify loads it
     config = model.config
     bandwidth = read_bandwidth()
     print(

@@ -201,7 +201,10 @@ class PortLimits:
     """What a port accepts, by concern: ``batch`` (rows and padding), ``max_seq`` (the largest static
     length: every setup the suite asks for stays within it; ``None``: any), ``dtypes`` (the float
     profiles it runs), ``images``, ``chunks`` (its prefill), ``schemes`` (integer schemes in its own
-    recipe) and ``contracts`` (legitimate differences it declares)."""
+    recipe), ``contracts`` (legitimate differences it declares) and ``bytes_per_parameter`` (the
+    memory one instance needs beyond the model it is given, per parameter of that model, at its peak
+    while built and run: its own copy of the weights, a checkpoint written for its converter; 0 for a
+    port that reads the model's weights; a checkpoint run's memory estimate adds it)."""
 
     batch: BatchLimits = field(default_factory=BatchLimits)
     max_seq: int | None = None
@@ -210,9 +213,14 @@ class PortLimits:
     chunks: ChunkLimits = field(default_factory=ChunkLimits)
     schemes: SchemeLimits = field(default_factory=SchemeLimits)
     contracts: Contracts = field(default_factory=Contracts)
+    bytes_per_parameter: float = 0.0
 
     def __post_init__(self) -> None:
         _positive_or_none(self, "max_seq")
+        per_parameter = self.bytes_per_parameter
+        number = isinstance(per_parameter, int | float) and not isinstance(per_parameter, bool)
+        if not number or not 0 <= per_parameter <= 1e3:
+            raise ValueError(f"bytes_per_parameter must be a number from 0 to 1000, got {per_parameter!r}")
         for name, expected in PARTS.items():
             if not isinstance(getattr(self, name), expected):
                 raise TypeError(f"PortLimits.{name} must be a {expected.__name__}, got {getattr(self, name)!r}")

@@ -87,6 +87,10 @@ def test_port_limits_say_which_chunks_a_port_refuses(limits, chunks, reason):
         (lambda: SchemeLimits(("8da4w", "int4")), "quant scheme 'int4' has an unknown base 'int4'"),
         (lambda: PortLimits(max_seq=0), "max_seq must be a positive int or None, got 0"),
         (lambda: Contracts(generate_leaves="some"), "generate_leaves must be one of"),
+        (lambda: PortLimits(bytes_per_parameter=-1.0), "bytes_per_parameter must be a number from 0 to 1000, got -1.0"),
+        (lambda: PortLimits(bytes_per_parameter=float("nan")), "bytes_per_parameter must be a number from 0 to 1000"),
+        (lambda: PortLimits(bytes_per_parameter="8"), "bytes_per_parameter must be a number from 0 to 1000, got '8'"),
+        (lambda: PortLimits(bytes_per_parameter=True), "bytes_per_parameter must be a number from 0 to 1000, got True"),
     ],
 )
 def test_bad_port_limits_are_clear_errors(limits, message):

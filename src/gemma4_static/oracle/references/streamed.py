@@ -15,11 +15,12 @@ the dtype they were stored in (bfloat16 for every Gemma 4 checkpoint), sharing t
   one over the whole table;
 - the LM head (``lm_head``, an ``nn.Linear`` whose weight is the token table's in Gemma 4) is applied
   in vocabulary chunks of :data:`HEAD_CHUNK` rows, each up-cast on its own;
-- everything else (norms, the per-layer-input projection, floating buffers such as the embedding
-  scales and RoPE's inverse frequencies) is up-cast once, as ``model.to(dtype)`` would.
+- everything else (norms, the per-layer-input projection, floating buffers such as RoPE's inverse
+  frequencies) is up-cast once, as ``model.to(dtype)`` would; a buffer HF's init sets from a number
+  (the embedding scales) holds that number in ``dtype``, as in HF's model made in ``dtype``.
 
-Up-casting bfloat16 to float32 or float64 is exact, so the clone computes what
-``copy.deepcopy(model).to(dtype)`` computes (up to the order of the LM head's sums within a chunk),
+Up-casting bfloat16 to float32 or float64 is exact, so the clone computes what HF's model of the
+same checkpoint loaded in ``dtype`` computes (up to the order of the LM head's sums within a chunk),
 at one layer's weights in ``dtype`` instead of the whole model's. Each forward up-casts every layer
 again: bandwidth traded for memory. Outside a forward, a streamed parameter reads as the stored one.
 """
@@ -35,6 +36,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+# HF's buffers that its init sets from a Python number the module keeps (Gemma 4's ``_init_weights``):
+# buffer -> the attribute holding the number. Cast from a model made in bfloat16 they would keep the
+# number rounded to bfloat16 (the token table's scale sqrt(1536) = 39.19 as 39.25: every embedding
+# 0.15% off); HF's model made in another dtype holds the number in that dtype.
+NUMBER_BUFFERS = {"embed_scale": "scalar_embed_scale", "softcap": "attention_logits_soft_cap"}
 HEAD_CHUNK = 16_384  # LM head rows up-cast at a time: 16,384 x 1,536 x 8 bytes = 201 MB in float64 at E2B's width
 
 
@@ -102,7 +108,7 @@ def streamed(model: nn.Module, dtype: torch.dtype = torch.float64) -> nn.Module:
     for module in clone.modules():
         for name, buffer in module._buffers.items():
             if buffer is not None and buffer.is_floating_point():
-                module._buffers[name] = buffer.to(dtype)
+                module._buffers[name] = buffer_in(module, name, dtype)
     for module, name, parameter in plan.eager_parameters(clone):
         module._parameters[name] = nn.Parameter(parameter.detach().to(dtype), requires_grad=False)
     for layer in plan.layers:
@@ -112,6 +118,17 @@ def streamed(model: nn.Module, dtype: torch.dtype = torch.float64) -> nn.Module:
     if plan.head is not None:
         clone.lm_head = VocabularyChunkedHead(plan.head.weight)
     return clone.eval()
+
+
+def buffer_in(module: nn.Module, name: str, dtype: torch.dtype) -> torch.Tensor:
+    """``module``'s floating buffer ``name`` as HF's model made in ``dtype`` holds it: the number it
+    was set from (:data:`NUMBER_BUFFERS`) in ``dtype``, else the buffer cast."""
+    buffer = module._buffers[name]
+    attribute = NUMBER_BUFFERS.get(name)
+    number = getattr(module, attribute, None) if attribute else None
+    if isinstance(number, int | float):
+        return torch.full_like(buffer, number, dtype=dtype)
+    return buffer.to(dtype)
 
 
 def _outermost_list_elements(model: nn.Module) -> Iterator[nn.Module]:
@@ -175,12 +192,12 @@ def kept_tables(model: nn.Module) -> list[nn.Embedding]:
 
 def converted(model: nn.Module, dtype: torch.dtype) -> nn.Module:
     """``model`` itself where its floating parameters are all in ``dtype`` already, else a copy with
-    every floating parameter and buffer in ``dtype`` (``copy.deepcopy(model).to(dtype)`` without the
-    copy in the stored dtype first; tied weights stay tied) but for the embedding tables the LM head
+    every floating parameter and buffer in ``dtype`` (the buffers as in :func:`streamed`; tied weights
+    stay tied) but for the embedding tables the LM head
     does not read: those stay in their stored dtype and storage, read row-wise in ``dtype`` (the
     per-layer-embedding table is half of E2B's parameters; a prompt reads a few hundred of its rows).
-    A row converted on its own is the row of the converted table, so the copy computes what
-    ``copy.deepcopy(model).to(dtype)`` computes."""
+    A row converted on its own is the row of the converted table, so the copy computes what HF's
+    model of the same checkpoint loaded in ``dtype`` computes."""
     if all(parameter.dtype == dtype for parameter in model.parameters() if parameter.is_floating_point()):
         return model
     kept = {id(table.weight) for table in kept_tables(model)}
@@ -190,9 +207,10 @@ def converted(model: nn.Module, dtype: torch.dtype) -> nn.Module:
             memo[id(parameter)] = nn.Parameter(parameter.detach().to(dtype), requires_grad=False)
         elif id(parameter) in kept:
             memo[id(parameter)] = parameter
-    for buffer in model.buffers():
-        if buffer.is_floating_point():
-            memo[id(buffer)] = buffer.to(dtype)
+    for module in model.modules():
+        for name, buffer in module._buffers.items():
+            if buffer is not None and buffer.is_floating_point():
+                memo[id(buffer)] = buffer_in(module, name, dtype)
     copied = copy.deepcopy(model, memo=memo)
     for table in copied.modules():
         if isinstance(table, nn.Embedding) and id(table.weight) in kept:

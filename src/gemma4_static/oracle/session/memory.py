@@ -11,6 +11,8 @@ memory the machine has, and the peak a run measured.
   (:mod:`..references.streamed`): what is up-cast once, the largest layer, one LM head chunk.
 - **HF quantized** (an integer profile): HF's copy in the scheme (torchao), its weights in float32
   beside their integer form.
+- **port** (a port that copies the weights: ``PortLimits.bytes_per_parameter``): two instances, the
+  run's own and the one a group builds beside it.
 - **logits**: the port's logits at every position of the sample prompt in the profile's dtype, and
   HF's at the positions kept (:data:`.session.LOGITS_BUDGET`) in the profile and in float64 with
   the two temporaries of its logit softcap.
@@ -40,6 +42,7 @@ from .session import LOGITS_BUDGET, decode_steps
 
 GIB = 1 << 30
 BASE = 3 * GIB // 2  # the interpreter with torch and transformers (0.7 GB measured) and a forward's working space
+PORT_INSTANCES = 2  # the run's own port instance and the one a group builds beside it (closed after the group)
 SOFTCAP_COPIES = 3  # the logits, then tanh(x / c) and its product with c: two temporaries beside them
 MEMINFO = Path("/proc/meminfo")
 
@@ -85,6 +88,8 @@ def estimate(files: CheckpointFiles, options: VerifyOptions) -> MemoryEstimate:
     if options.scheme is not None:
         parts["HF quantized"] = 5 * files.parameters
     limits = declared_limits(port_factory(options.port)) or ONE_ROW
+    if limits.bytes_per_parameter:
+        parts["port"] = int(PORT_INSTANCES * limits.bytes_per_parameter * files.parameters)
     prompt, _, setup = sample_plan(config, limits, decode_steps(config, options), options.max_seq)
     rows, vocab = prompt.input_ids.shape[0], text.vocab_size
     kept = min(LOGITS_BUDGET, rows * prompt.input_ids.shape[1] * vocab)

@@ -11,6 +11,7 @@ import torch
 from gemma4_static.commands import cli
 from gemma4_static.oracle.flow import verify
 from gemma4_static.oracle.options import VerifyOptions
+from gemma4_static.oracle.references.checkpoints import load_checkpoint
 
 RECORDED_PORTS = ("gemma4-static", "executorch-gemma4")  # this runtime, and a port recorded on a stand-in
 
@@ -24,9 +25,22 @@ def saved(tiny_model, tmp_path_factory):
 
 
 @pytest.fixture
-def stored(vision_model):
-    """A model with images as a checkpoint stores it: bfloat16."""
-    return copy.deepcopy(vision_model).to(torch.bfloat16)
+def stored_folder(vision_model, tmp_path):
+    """A model with images saved as a checkpoint stores it: bfloat16."""
+    copy.deepcopy(vision_model).to(torch.bfloat16).save_pretrained(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def stored(stored_folder):
+    """That checkpoint as HF loads it in its stored bfloat16 (RoPE's frequencies in float32, as HF makes them)."""
+    return load_checkpoint(stored_folder)
+
+
+@pytest.fixture
+def loaded_in(stored_folder):
+    """``dtype -> model``: that checkpoint loaded by HF in ``dtype`` (its init's numbers in ``dtype``)."""
+    return lambda dtype: load_checkpoint(stored_folder, dtype)
 
 
 @pytest.fixture(params=("tiny", "e2b-vision", "e2b-geometry"))

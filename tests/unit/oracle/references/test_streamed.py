@@ -1,9 +1,10 @@
 """HF in float64 without a float64 copy of the model (:mod:`~gemma4_static.oracle.references.streamed`):
-the clone computes exactly what ``copy.deepcopy(model).double()`` computes (bfloat16 weights
-up-cast are exact, so the two run the same float64 arithmetic: equal to the bit), shares the
-stored weights' storage, holds one layer in float64 at a time, and leaves the model it was made
-from as it was. The models are the tiny one and the E2B vision one (images through its tower) in
-bfloat16, as a real checkpoint is stored."""
+the clone computes exactly what HF's model of the same checkpoint loaded in float64 computes
+(bfloat16 weights up-cast are exact, and the embedding scales HF's init sets from a number hold
+it in float64: the same float64 arithmetic, equal to the bit), shares the stored weights' storage,
+holds one layer in float64 at a time, and leaves the model it was made from as it was. The
+checkpoint is the E2B vision model (images through its tower) saved in bfloat16, as a real one is
+stored, and loaded by HF."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ def prompt_of(model):
     return text_prompt(model.config, [7, 12])
 
 
-def test_streamed_float64_is_the_float64_copy_to_the_bit(stored):
-    whole, clone = copy.deepcopy(stored).double(), streamed(stored)
+def test_streamed_float64_is_hf_loaded_in_float64_to_the_bit(stored, loaded_in):
+    whole, clone = loaded_in(torch.float64), streamed(stored)
     prompt = prompt_of(stored)
     expected, got = hf_prefill(whole, prompt), hf_prefill(clone, prompt)
     assert got.logits.dtype == torch.float64
@@ -116,10 +117,11 @@ def test_converted_is_the_model_itself_in_its_own_dtype(stored):
     assert converted(stored, torch.bfloat16) is stored
 
 
-def test_converted_keeps_the_tables_the_head_does_not_read_and_computes_the_whole_conversion(stored):
+def test_converted_keeps_the_tables_the_head_does_not_read_and_computes_hf_loaded_in_float32(stored, loaded_in):
     """Every weight but the per-layer-embedding table is converted (the tied head with its table,
     still tied); that table stays in bfloat16, its storage shared, and a prefill in float32 is the
-    one of ``deepcopy(model).to(float32)`` to the bit (a row converted alone is the converted row)."""
+    one of HF's model loaded in float32 to the bit (a row converted alone is the converted row; the
+    embedding scales are float32's sqrt(H), not bfloat16's)."""
     widened = converted(stored, torch.float32)
     kept = {name for name, p in widened.named_parameters() if p.dtype == torch.bfloat16}
     assert kept == {"model.embed_tokens_per_layer.weight"} or kept == {
@@ -129,7 +131,7 @@ def test_converted_keeps_the_tables_the_head_does_not_read_and_computes_the_whol
     assert widened.get_parameter(name).data_ptr() == stored.get_parameter(name).data_ptr()
     assert widened.lm_head.weight is widened.get_input_embeddings().weight  # still tied
     assert widened.lm_head.weight.dtype == torch.float32
-    whole = copy.deepcopy(stored).to(torch.float32)
+    whole = loaded_in(torch.float32)
     prompt = prompt_of(stored)
     expected, got = hf_prefill(whole, prompt), hf_prefill(widened, prompt)
     assert torch.equal(got.logits, expected.logits)
