@@ -47,7 +47,7 @@ OPT_IN_LANES = {
         "lowered program, the plugin from a wheel built and installed in a fresh venv, the E2B geometry's integer "
         "schemes (also in CI's kernel-set matrix), two of executorch-gemma4's four recipes on the default model, "
         "the long context on the 31B and 26B-A4B geometries and for the ports on the E2B geometry, verify on a "
-        "checkpoint of E2B's real widths (its first 10 layers, 3.2 GB in bfloat16) within its memory bound",
+        "checkpoint of E2B's real widths (its first 10 layers, 3.2 GB in bfloat16) within its memory estimate",
     ),
     "--gemma4-kernels": (
         "kernels",

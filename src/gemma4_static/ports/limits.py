@@ -202,9 +202,10 @@ class PortLimits:
     length: every setup the suite asks for stays within it; ``None``: any), ``dtypes`` (the float
     profiles it runs), ``images``, ``chunks`` (its prefill), ``schemes`` (integer schemes in its own
     recipe), ``contracts`` (legitimate differences it declares) and ``bytes_per_parameter`` (the
-    memory one instance needs beyond the model it is given, per parameter of that model, at its peak
-    while built and run: its own copy of the weights, a checkpoint written for its converter; 0 for a
-    port that reads the model's weights; a checkpoint run's memory estimate adds it)."""
+    memory a run's instances of the port need beyond the model they are given, per parameter of that
+    model, at their peak: the run's own instance and the one a group builds beside it, each with its
+    own copy of the weights, a checkpoint written for its converter; 0 for a port that reads the
+    model's weights; a checkpoint run's memory estimate adds it)."""
 
     batch: BatchLimits = field(default_factory=BatchLimits)
     max_seq: int | None = None

@@ -11,8 +11,8 @@ memory the machine has, and the peak a run measured.
   (:mod:`..references.streamed`): what is up-cast once, the largest layer, one LM head chunk.
 - **HF quantized** (an integer profile): HF's copy in the scheme (torchao), its weights in float32
   beside their integer form.
-- **port** (a port that copies the weights: ``PortLimits.bytes_per_parameter``): two instances, the
-  run's own and the one a group builds beside it.
+- **port** (a port that copies the weights): its declared ``PortLimits.bytes_per_parameter``, the
+  run's own instance and the one a group builds beside it.
 - **logits**: the port's logits at every position of the sample prompt in the profile's dtype, and
   HF's at the positions kept (:data:`.session.LOGITS_BUDGET`) in the profile and in float64 with
   the two temporaries of its logit softcap.
@@ -42,9 +42,9 @@ from .session import LOGITS_BUDGET, decode_steps
 
 GIB = 1 << 30
 BASE = 3 * GIB // 2  # the interpreter with torch and transformers (0.7 GB measured) and a forward's working space
-PORT_INSTANCES = 2  # the run's own port instance and the one a group builds beside it (closed after the group)
 SOFTCAP_COPIES = 3  # the logits, then tanh(x / c) and its product with c: two temporaries beside them
 MEMINFO = Path("/proc/meminfo")
+PROC_STATUS = Path("/proc/self/status")
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def estimate(files: CheckpointFiles, options: VerifyOptions) -> MemoryEstimate:
         parts["HF quantized"] = 5 * files.parameters
     limits = declared_limits(port_factory(options.port)) or ONE_ROW
     if limits.bytes_per_parameter:
-        parts["port"] = int(PORT_INSTANCES * limits.bytes_per_parameter * files.parameters)
+        parts["port"] = int(limits.bytes_per_parameter * files.parameters)
     prompt, _, setup = sample_plan(config, limits, decode_steps(config, options), options.max_seq)
     rows, vocab = prompt.input_ids.shape[0], text.vocab_size
     kept = min(LOGITS_BUDGET, rows * prompt.input_ids.shape[1] * vocab)
@@ -113,7 +113,13 @@ def available_memory() -> int | None:
 
 
 def peak_resident() -> int:
-    """This process's peak resident memory so far, in bytes (``ru_maxrss``: KiB on Linux, bytes on macOS)."""
+    """This process's peak resident memory so far, in bytes: ``VmHWM`` (Linux: this program's own,
+    where ``ru_maxrss`` keeps the peak of the process it was started from across ``exec``), else
+    ``ru_maxrss`` (KiB on Linux, bytes on macOS)."""
+    if PROC_STATUS.is_file():
+        for line in PROC_STATUS.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024
 

@@ -38,6 +38,18 @@ def test_the_estimate_names_each_part(saved_bfloat16, tiny_model):
     assert float32.total == sum(float32.parts.values())
 
 
+def test_a_port_that_copies_the_weights_adds_what_it_declares(saved_bfloat16):
+    """ExecuTorch's Gemma 4 builds its own model from the one it is given: its declared bytes per
+    parameter join the estimate as "port"; this runtime reads the model's weights and adds none."""
+    files = open_checkpoint(saved_bfloat16)
+    declared = declared_limits(port_factory("executorch-gemma4")).bytes_per_parameter
+    assert declared >= 15.4  # measured: 16.0 GB for two instances over 1.04 billion parameters
+    copied = estimate(files, VerifyOptions(port="executorch-gemma4"))
+    assert copied.parts["port"] == int(declared * files.parameters)
+    assert list(copied.parts).index("port") == list(copied.parts).index("logits") - 1
+    assert "port" not in estimate(files, VerifyOptions()).parts
+
+
 def test_the_logits_part_follows_the_kept_positions(saved_bfloat16, tiny_model):
     """The port's logits at every position of its sample setup, HF's at the kept ones (all of them
     within the budget, with the softcap's two temporaries) in the profile and in float64."""
@@ -81,6 +93,16 @@ def test_the_machine_memory_is_read_from_meminfo(tmp_path, monkeypatch):
 def test_the_peak_counts_what_this_process_holds():
     held = torch.ones(64 << 20, dtype=torch.uint8)  # 64 MiB, touched
     assert memory.peak_resident() >= held.numel()
+
+
+def test_the_peak_is_this_programs_own_high_water_mark(tmp_path, monkeypatch):
+    """``VmHWM``, not ``ru_maxrss`` (which keeps the peak of the process a run was started from)."""
+    status = tmp_path / "status"
+    status.write_text("Name:\tpython\nVmPeak:\t 9000000 kB\nVmHWM:\t 1234 kB\nVmRSS:\t 1000 kB\n")
+    monkeypatch.setattr(memory, "PROC_STATUS", status)
+    assert memory.peak_resident() == 1234 * 1024
+    monkeypatch.setattr(memory, "PROC_STATUS", tmp_path / "absent")
+    assert memory.peak_resident() == memory.resource.getrusage(memory.resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def test_an_estimate_describes_itself_in_gigabytes():

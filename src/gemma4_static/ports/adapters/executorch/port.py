@@ -47,6 +47,10 @@ class ExecuTorchGemma4Port(Gemma4Port):
         dtypes=(torch.float32, torch.bfloat16, torch.float16),
         chunks=ChunkLimits(chunked=True),
         schemes=SchemeLimits(PORT_SCHEMES + executorch_pt2e.SCHEMES, executorch_pt2e.RECIPES),
+        # its own model in float32 (randomly initialized, then loaded), the checkpoint written for its
+        # converter and the converted state: two instances built one after the other at E2B's real
+        # widths (6 layers, 1.04 billion parameters, float32 profile) peaked 16.0 GB above the model
+        bytes_per_parameter=16.0,
     )
 
     def __init__(self, model: Any, setup: PortSetup) -> None:
