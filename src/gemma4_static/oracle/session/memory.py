@@ -99,13 +99,23 @@ def estimate(files: CheckpointFiles, options: VerifyOptions) -> MemoryEstimate:
     return MemoryEstimate(parts)
 
 
+def proc_kilobytes(path: Path, field: str) -> int | None:
+    """Bytes of ``field`` (a ``"Name:   1234 kB"`` line) in the ``/proc`` file ``path``; ``None``
+    where the file or the field is missing."""
+    if not path.is_file():
+        return None
+    for line in path.read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
 def available_memory() -> int | None:
     """The memory this machine can give a run, in bytes: ``MemAvailable`` (Linux), else the physical
     memory (``None`` where neither can be read)."""
-    if MEMINFO.is_file():
-        for line in MEMINFO.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
+    available = proc_kilobytes(MEMINFO, "MemAvailable")
+    if available is not None:
+        return available
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
@@ -116,10 +126,9 @@ def peak_resident() -> int:
     """This process's peak resident memory so far, in bytes: ``VmHWM`` (Linux: this program's own,
     where ``ru_maxrss`` keeps the peak of the process it was started from across ``exec``), else
     ``ru_maxrss`` (KiB on Linux, bytes on macOS)."""
-    if PROC_STATUS.is_file():
-        for line in PROC_STATUS.read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
+    peak = proc_kilobytes(PROC_STATUS, "VmHWM")
+    if peak is not None:
+        return peak
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024
 

@@ -4,6 +4,9 @@ cannot fit, and the peak measured."""
 
 from __future__ import annotations
 
+import os
+import resource
+
 import pytest
 import torch
 
@@ -81,28 +84,40 @@ def test_a_run_that_cannot_fit_is_refused_naming_both_figures(saved_bfloat16):
         tight.check()
 
 
-def test_the_machine_memory_is_read_from_meminfo(tmp_path, monkeypatch):
-    meminfo = tmp_path / "meminfo"
-    meminfo.write_text("MemTotal:       24000000 kB\nMemFree:         100 kB\nMemAvailable:   17000000 kB\n")
-    monkeypatch.setattr(memory, "MEMINFO", meminfo)
-    assert memory.available_memory() == 17_000_000 * 1024
-    monkeypatch.setattr(memory, "MEMINFO", tmp_path / "absent")
-    assert memory.available_memory() == memory.os.sysconf("SC_PAGE_SIZE") * memory.os.sysconf("SC_PHYS_PAGES")
+@pytest.mark.parametrize(
+    ("path", "field", "read", "fallback"),
+    [
+        (
+            "MEMINFO",
+            "MemAvailable",
+            memory.available_memory,
+            lambda: os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+        ),
+        # VmHWM, not ru_maxrss (which keeps the peak of the process a run was started from)
+        (
+            "PROC_STATUS",
+            "VmHWM",
+            memory.peak_resident,
+            lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        ),
+    ],
+)
+def test_the_machine_memory_and_the_peak_are_read_from_proc(tmp_path, monkeypatch, path, field, read, fallback):
+    """The field of its ``/proc`` file where there is one, the portable figure where there is none."""
+    proc = tmp_path / "proc"
+    proc.write_text(f"MemTotal:       24000000 kB\nVmPeak:\t 9000000 kB\n{field}:   1234 kB\nVmRSS:\t 1000 kB\n")
+    monkeypatch.setattr(memory, path, proc)
+    assert read() == 1234 * 1024
+    monkeypatch.setattr(memory, path, tmp_path / "absent")
+    assert read() == fallback()
+    proc.write_text("MemTotal:       24000000 kB\n")  # the file without the field
+    monkeypatch.setattr(memory, path, proc)
+    assert read() == fallback()
 
 
 def test_the_peak_counts_what_this_process_holds():
     held = torch.ones(64 << 20, dtype=torch.uint8)  # 64 MiB, touched
     assert memory.peak_resident() >= held.numel()
-
-
-def test_the_peak_is_this_programs_own_high_water_mark(tmp_path, monkeypatch):
-    """``VmHWM``, not ``ru_maxrss`` (which keeps the peak of the process a run was started from)."""
-    status = tmp_path / "status"
-    status.write_text("Name:\tpython\nVmPeak:\t 9000000 kB\nVmHWM:\t 1234 kB\nVmRSS:\t 1000 kB\n")
-    monkeypatch.setattr(memory, "PROC_STATUS", status)
-    assert memory.peak_resident() == 1234 * 1024
-    monkeypatch.setattr(memory, "PROC_STATUS", tmp_path / "absent")
-    assert memory.peak_resident() == memory.resource.getrusage(memory.resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def test_an_estimate_describes_itself_in_gigabytes():
