@@ -13,6 +13,8 @@ memory the machine has, and the peak a run measured.
   beside their integer form.
 - **port** (a port that copies the weights): its declared ``PortLimits.bytes_per_parameter``, the
   run's own instance and the one a group builds beside it.
+- **lowering** (this runtime on an ExecuTorch backend): its programs are lowered in this process,
+  each holding a copy of the weights it runs (:data:`LOWERING_BYTES_PER_PARAMETER`, a floor).
 - **logits**: the port's logits at every position of the sample prompt in the profile's dtype, and
   HF's at the positions kept (:data:`.session.LOGITS_BUDGET`) in the profile and in float64 with
   the two temporaries of its logit softcap.
@@ -33,6 +35,7 @@ from typing import Any
 import torch
 from transformers import Gemma4ForCausalLM, Gemma4ForConditionalGeneration
 
+from ...executorch.backends import backend_named
 from ...ports.registry import declared_limits, port_factory
 from ..options import VerifyOptions
 from ..references.checkpoints import CheckpointFiles
@@ -41,6 +44,9 @@ from .sample_plan import ONE_ROW, sample_plan
 from .session import LOGITS_BUDGET, decode_steps
 
 GIB = 1 << 30
+# this runtime's one ExecuTorch program lowered at E2B's real widths (10 layers, 1.59 billion
+# parameters, float32) held more than 16 GB above the model, still rising when it was stopped at 22 GB
+LOWERING_BYTES_PER_PARAMETER = 10
 BASE = 3 * GIB // 2  # the interpreter with torch and transformers (0.7 GB measured) and a forward's working space
 SOFTCAP_COPIES = 3  # the logits, then tanh(x / c) and its product with c: two temporaries beside them
 MEMINFO = Path("/proc/meminfo")
@@ -90,6 +96,8 @@ def estimate(files: CheckpointFiles, options: VerifyOptions) -> MemoryEstimate:
     limits = declared_limits(port_factory(options.port)) or ONE_ROW
     if limits.bytes_per_parameter:
         parts["port"] = int(limits.bytes_per_parameter * files.parameters)
+    if not backend_named(options.backend).eager:
+        parts["lowering"] = LOWERING_BYTES_PER_PARAMETER * files.parameters
     prompt, _, setup = sample_plan(config, limits, decode_steps(config, options), options.max_seq)
     rows, vocab = prompt.input_ids.shape[0], text.vocab_size
     kept = min(LOGITS_BUDGET, rows * prompt.input_ids.shape[1] * vocab)

@@ -53,6 +53,15 @@ def test_a_port_that_copies_the_weights_adds_what_it_declares(saved_bfloat16):
     assert "port" not in estimate(files, VerifyOptions()).parts
 
 
+@pytest.mark.parametrize("backend", ["executorch", "executorch-stages"])
+def test_a_lowered_backend_adds_its_programs(saved_bfloat16, backend):
+    """This runtime's ExecuTorch programs are lowered in the run's process, each with its weights."""
+    files = open_checkpoint(saved_bfloat16)
+    lowered = estimate(files, VerifyOptions(backend=backend))
+    assert lowered.parts["lowering"] == memory.LOWERING_BYTES_PER_PARAMETER * files.parameters >= 10 * files.parameters
+    assert "lowering" not in estimate(files, VerifyOptions(backend="torch")).parts
+
+
 def test_the_logits_part_follows_the_kept_positions(saved_bfloat16, tiny_model):
     """The port's logits at every position of its sample setup, HF's at the kept ones (all of them
     within the budget, with the softcap's two temporaries) in the profile and in float64."""
