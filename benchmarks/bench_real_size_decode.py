@@ -11,8 +11,9 @@ PyTorch backend and one ExecuTorch side (its program lowered first, then freed b
 real-size programs do not fit beside the model), so the three see the same machine load; medians
 are printed with the process's resident memory after the side ran. A side's limit is the bytes of
 weights one step must read (every weight once, the embedding tables one row: the token's and its
-per-layer row; the LM head's matrix whole) divided by the machine's read bandwidth, measured here
-as the median of summing a 2 GiB tensor.
+per-layer row; the LM head's matrix whole) divided by the machine's read bandwidth in the same
+phase: a sum over a 2 GiB tensor timed among the steps, its fastest (the tightest limit; this
+machine's figure moves between runs, so a side is only compared with its own phase's).
 
     python benchmarks/bench_real_size_decode.py DIR [--layers 10] [--max-seq 1024] [--prompt 256] [--steps 8]
         [--sides executorch executorch-8da4w]
@@ -51,11 +52,10 @@ def seconds(call: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
-def read_bandwidth() -> float:
-    """Bytes per second this machine reads: the median of summing a 2 GiB float32 tensor."""
+def read_probe() -> Callable[[], object]:
+    """One read of a 2 GiB float32 tensor (its sum): the bandwidth probe timed beside the steps."""
     probe = torch.ones(SUM_BYTES // 4)
-    probe.sum()
-    return SUM_BYTES / statistics.median(seconds(probe.sum) for _ in range(7))
+    return probe.sum
 
 
 def bytes_per_step(model: nn.Module, quantized: bool = False) -> int:
@@ -130,10 +130,10 @@ def main() -> None:
         write(args.folder, e2b_real_text_config(args.layers), seed=0)
     model = converted(load_checkpoint(args.folder), getattr(torch, args.dtype))  # as verify loads it
     config = model.config
-    bandwidth = read_bandwidth()
+    probe = read_probe()
     print(
         f"{args.folder}: {config.num_hidden_layers} layers of E2B's real widths, {args.dtype}; max_seq "
-        f"{args.max_seq}, prompt {args.prompt}, batch 1; read bandwidth {bandwidth / 1e9:.1f} GB/s; {machine()}"
+        f"{args.max_seq}, prompt {args.prompt}, batch 1; {machine()}"
     )
     prompt = text_prompt(config, [args.prompt])
     token = torch.full((1, 1), 7)
@@ -141,7 +141,7 @@ def main() -> None:
     pytorch = StaticGemma4Runtime(model, max_seq=args.max_seq)
     pytorch.prefill(prompt.input_ids, prompt.attention_mask)
     float_bytes, int4_bytes = bytes_per_step(model), bytes_per_step(model, quantized=True)
-    header = ("side", "ms/token", "GB read", "limit ms", "/limit", "/HF", "/PyTorch", "lowered s", "RSS GB")
+    header = ("side", "ms/token", "GB read", "GB/s", "limit ms", "/limit", "/HF", "/PyTorch", "lowered s", "RSS GB")
     print(" ".join(f"{name:>16}" if i == 0 else f"{name:>10}" for i, name in enumerate(header)))
     for side in [None, *args.sides]:
         sides: dict[str, Callable[[], object]] = {
@@ -155,6 +155,7 @@ def main() -> None:
                 quantized_8da4w(runtime)
             lowered = seconds(lambda runtime=runtime: runtime.prefill(prompt.input_ids, prompt.attention_mask))
             sides[side] = lambda runtime=runtime: runtime.decode_one(token)
+        sides["read probe"] = probe
         for call in sides.values():
             call()
         times: dict[str, list[float]] = {name: [] for name in sides}
@@ -162,12 +163,14 @@ def main() -> None:
             for name, call in sides.items():
                 times[name].append(seconds(call))
         ms = {name: statistics.median(values) * 1e3 for name, values in times.items()}
-        for name in sides if side is None else [side]:
+        bandwidth = SUM_BYTES / min(times["read probe"])  # the fastest read of the phase: the tightest limit
+        for name in ("HF", "PyTorch") if side is None else [side]:
             read = int4_bytes if name.endswith("8da4w") else float_bytes
             limit = read / bandwidth * 1e3
             cells = (
                 f"{ms[name]:.1f}",
                 f"{read / 1e9:.2f}",
+                f"{bandwidth / 1e9:.1f}",
                 f"{limit:.1f}",
                 f"{ms[name] / limit:.2f}",
                 f"{ms[name] / ms['HF']:.2f}",
