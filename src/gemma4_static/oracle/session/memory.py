@@ -174,10 +174,10 @@ class Budget:
         if self.limit is None or self.needed.total <= self.limit:
             return
         held = "given by --memory" if self.limit != self.found else "this machine has available"
+        largest = max(self.needed.parts, key=self.needed.parts.get)
         raise ValueError(
-            f"the run needs an estimated {self.needed.describe()}, more than the {gigabytes(self.limit)} GB {held}: "
-            "run it on a machine with more memory or in a smaller profile (--dtype bfloat16), or give --memory GB "
-            "to run it anyway"
+            f"the run needs an estimated {self.needed.describe()}, more than the {gigabytes(self.limit)} GB {held}; "
+            f"its largest part is {largest}: run it on a machine with more memory, or give --memory GB to run it anyway"
         )
 
     def peak_text(self) -> str:

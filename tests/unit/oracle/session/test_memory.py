@@ -84,7 +84,10 @@ def test_a_run_that_cannot_fit_is_refused_naming_both_figures(saved_bfloat16):
         budget.check()
     message = str(refused.value)
     assert message.startswith(f"the run needs an estimated {budget.needed.describe()}, more than the 0.0 GB given by")
-    assert "--memory GB" in message
+    assert (
+        "--memory GB" in message
+        and f"its largest part is {max(budget.needed.parts, key=budget.needed.parts.get)}" in message
+    )
     Budget(files, budget.needed, found=None, limit=None).check()  # nothing found, nothing refused
     roomy = Budget(files, budget.needed, found=budget.needed.total, limit=budget.needed.total)
     roomy.check()
