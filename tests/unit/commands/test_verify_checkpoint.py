@@ -71,7 +71,7 @@ def test_a_checkpoint_leaves_out_the_groups_too_long_at_a_real_size(saved_bfloat
     assert set(options_of(parser.parse_args(["verify"])).groups) == set(group_names())  # an embedded model: all
 
 
-@pytest.mark.nightly  # about 8 minutes on two cores and 3.2 GB of disk: the nightly job runs it
+@pytest.mark.nightly  # about 9 minutes on two cores, 3.2 GB of disk: the nightly job runs it alone
 def test_a_checkpoint_of_e2b_real_widths_is_judged_within_its_memory_bound(tmp_path):
     """E2B's real text widths (vocabulary 262,144, hidden 1,536, per-layer embeddings of 262,144 x
     10 x 256) on its first 10 layers, 1.59 billion parameters stored in bfloat16, as the writer in

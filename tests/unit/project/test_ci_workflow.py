@@ -42,7 +42,16 @@ def test_workflow_installs_and_tests_as_the_readme_says():
     assert f".venv/bin/pytest -n auto --hypothesis-profile=ci {lanes}" in workflow  # every slow lane in CI
     assert test_command.endswith(lanes)
     nightly = f".venv/bin/pytest -n auto -m nightly {' '.join(OPT_IN_LANES)}"
-    assert nightly in workflow.split("\n  fuzz:", 1)[1]  # the nightly lane in the nightly job, every marker on
+    nightly_job = workflow.split("\n  fuzz:", 1)[1]
+    assert nightly in nightly_job  # the nightly lane in the nightly job, every marker on
+    # the real-size run alone in its own step (its peak resident memory is what it judges), not beside the lane
+    from tests.unit.commands import test_verify_checkpoint as real_size
+
+    name = real_size.test_a_checkpoint_of_e2b_real_widths_is_judged_within_its_memory_bound.__name__
+    assert f"REAL_SIZE_TEST: {name}" in nightly_job
+    alone, beside = nightly_job.split("The nightly lane (", 1)
+    assert '--gemma4-nightly "tests/unit/commands/test_verify_checkpoint.py::${{ env.REAL_SIZE_TEST }}"' in alone
+    assert '--deselect "tests/unit/commands/test_verify_checkpoint.py::${{ env.REAL_SIZE_TEST }}"' in beside
     assert ".venv/bin/gemma4-static verify --json verify-report.json" in workflow
     assert "--hypothesis-profile=fuzz" in workflow and "path: .hypothesis" in workflow
     from gemma4_static.ports.registry import BUILT_IN
