@@ -43,12 +43,14 @@ def plain_prefill_row(session: Session, hf_logits: torch.Tensor) -> Row:
     return parity.stage_row("prefill logits", PLAIN, logits, hf_logits, session.dtype)
 
 
-def positions_check(session: Session) -> tuple[torch.Tensor, torch.Tensor, str]:
+def positions_check(session: Session, counted: bool = False) -> tuple[torch.Tensor, torch.Tensor, str]:
     """The valid ``(rows, positions)`` whose logits are compared and the check naming them: every
-    valid position, or those of them HF's prefill kept (a real vocabulary: :func:`..session.session.kept_positions`)."""
+    valid position (``counted``: with how many), or those of them HF's prefill kept (a real
+    vocabulary: :func:`..session.session.kept_positions`)."""
     rows, positions, every = session.compared_positions()
-    total = int(session.prompt.attention_mask.sum())
-    return rows, positions, "every valid position" if every else f"{len(rows)} of {total} valid positions"
+    if not every:
+        return rows, positions, f"{len(rows)} of {int(session.prompt.attention_mask.sum())} valid positions"
+    return rows, positions, f"every valid position ({len(rows)})" if counted else "every valid position"
 
 
 def all_logits_row(session: Session) -> Row:
@@ -92,8 +94,7 @@ def low_precision_rows(session: Session) -> Iterator[Row]:
         ),
     )
     yield parity_numerics.sample_gap_row("prefill logits", reference, gate)
-    rows, positions, check = positions_check(session)
-    every = f"{check} ({len(rows)})" if check.startswith("every") else check
+    rows, positions, every = positions_check(session, counted=True)
     yield from guarded(
         "prefill logits",
         every,

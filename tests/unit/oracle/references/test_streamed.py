@@ -17,6 +17,7 @@ from torch import nn
 from gemma4_static.oracle.references.hf import hf_greedy, hf_input_embeddings, hf_prefill
 from gemma4_static.oracle.references.samples import image_prompt, text_prompt
 from gemma4_static.oracle.references.streamed import StreamingPlan, VocabularyChunkedHead, converted, streamed
+from tests.hf_tables import hf_scaled_table
 
 
 def prompt_of(model):
@@ -100,6 +101,8 @@ def test_chunked_head_is_the_linear_layer():
     weight = nn.Parameter(torch.randn(50, 8).to(torch.bfloat16), requires_grad=False)
     hidden = torch.randn(2, 3, 8, dtype=torch.float64)
     expected = torch.nn.functional.linear(hidden, weight.double())
+    # each logit is the same 8-term float64 dot product, in the order the kernel's blocking gives it:
+    # within 1e-12 of values about 3 (8 x 2^-53 x 3 ~ 3e-15); a chunk lost or misplaced is off by ~1
     for chunk in (1, 7, 50, 64):
         assert torch.allclose(VocabularyChunkedHead(weight, chunk)(hidden), expected, rtol=0, atol=1e-12), chunk
 
@@ -138,3 +141,20 @@ def test_converted_keeps_the_tables_the_head_does_not_read_and_computes_hf_loade
     assert all(torch.equal(a, b) for a, b in zip(got.hidden_states, expected.hidden_states, strict=True))
     assert widened.get_parameter(name).dtype == torch.bfloat16  # outside a forward: the stored table
     assert {p.dtype for p in stored.parameters()} == {torch.bfloat16}
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_a_scale_set_from_a_number_is_that_number_in_the_dtype_not_the_stored_rounding(dtype):
+    """E2B's token table scale sqrt(1536) is 39.25 in bfloat16: cast up it would stay 39.25 (every
+    embedding 0.15% off); the streamed and converted models hold HF's number in ``dtype``, and look
+    rows up as HF's table made in ``dtype`` does. (The embedded models' widths have exact roots.)"""
+    scale = 1536**0.5
+    weight = torch.randn(40, 6).to(torch.bfloat16)
+    stored = hf_scaled_table(torch.bfloat16, weight, scale)
+    assert float(stored.embed_scale) == 39.25
+    made = hf_scaled_table(dtype, weight, scale)
+    ids = torch.tensor([[3, 17, 0, 39]])
+    for model in (streamed(stored, dtype), converted(stored, dtype)):
+        assert model.embed_scale.dtype == dtype and float(model.embed_scale) == float(made.embed_scale)
+        assert torch.equal(model(ids), made(ids))
+    assert float(stored.embed_scale) == 39.25  # the stored model as it was
