@@ -28,9 +28,9 @@ def only(*kept: str) -> list[str]:
 def test_a_bfloat16_checkpoint_is_judged_in_float32_when_float32_is_asked(saved_bfloat16, tmp_path, capsys):
     """Loaded in float32 (bfloat16 is exact there), the layers and logits pass float32's gates;
     judged in its stored bfloat16 they failed them (layer 1 by 3 orders of magnitude at E2B's widths)."""
-    report_path = tmp_path / "report.json"
+    report_path, page_path = tmp_path / "report.json", tmp_path / "report.html"
     argv = ["verify", "--checkpoint", str(saved_bfloat16), *only("layers"), "--json", str(report_path)]
-    assert cli.main(argv) == 0
+    assert cli.main([*argv, "--html", str(page_path)]) == 0
     printed = capsys.readouterr().out
     report = read_report(report_path)
     assert report["counts"]["PASS"] >= 4 and report["counts"]["FAIL"] == 0
@@ -39,6 +39,10 @@ def test_a_bfloat16_checkpoint_is_judged_in_float32_when_float32_is_asked(saved_
     assert memory["checkpoint"]["size_bytes"] == checkpoints.open_checkpoint(saved_bfloat16).size_bytes
     assert memory["peak_resident_bytes"] > 0 and memory["estimate_bytes"] == sum(memory["estimate_parts"].values())
     assert "this run needs an estimated" in printed and "verify: peak resident memory" in printed
+    page = page_path.read_text()  # the provenance names the checkpoint and the memory measured
+    parameters = memory["checkpoint"]["parameters"] / 1e9
+    assert f"<dt>checkpoint</dt><dd>{parameters:.2f} billion parameters stored in bfloat16" in page
+    assert f"<dt>memory</dt><dd>peak resident {memory['peak_resident_bytes'] / 1e9:.1f} GB" in page
 
 
 def test_a_run_that_cannot_fit_is_refused_before_loading(saved_bfloat16, monkeypatch, capsys):
