@@ -3,10 +3,10 @@ the folder, and every fault a clear ``ValueError`` naming the file and the probl
 
 :func:`open_checkpoint` reads what a checkpoint is without loading it (its config, and from the
 safetensors headers its tensors' count, bytes and stored dtype: what a memory estimate needs);
-:func:`load_checkpoint` loads it in the dtype a profile computes in. In its stored dtype the weights
-are memory-mapped from the files, nothing copied (every Gemma 4 checkpoint is stored in bfloat16:
-the bfloat16 profile reads the files' pages); in another dtype each tensor is converted as it is
-read (bfloat16 is exact in float32 and float64)."""
+:func:`load_checkpoint` loads it: by default in its stored dtype, its weights memory-mapped from the
+files, nothing copied (what ``verify`` loads; every Gemma 4 checkpoint is stored in bfloat16, and a
+profile in another dtype converts what it computes with: :func:`.streamed.converted`); in another
+``dtype``, HF's model made in it, each tensor converted as it is read."""
 
 from __future__ import annotations
 
@@ -90,14 +90,18 @@ def open_checkpoint(path: str | Path) -> CheckpointFiles:
     return CheckpointFiles(folder, config, weights, sum(elements.values()), sum(size.values()), stored)
 
 
+def model_class(config: Any) -> type[PreTrainedModel]:
+    """HF's class of a Gemma 4 ``config``: the multimodal model for ``gemma4``, the text one else."""
+    return Gemma4ForConditionalGeneration if config.model_type == "gemma4" else Gemma4ForCausalLM
+
+
 def load_checkpoint(path: str | Path, dtype: torch.dtype | None = None) -> PreTrainedModel:
     """The Gemma 4 model saved in ``path``, in eval mode, in ``dtype`` (default: the dtype it was
     stored in, its weights memory-mapped from the files)."""
     files = open_checkpoint(path)
     folder = files.folder
-    model_class = Gemma4ForConditionalGeneration if files.config.model_type == "gemma4" else Gemma4ForCausalLM
     try:
-        model, info = model_class.from_pretrained(
+        model, info = model_class(files.config).from_pretrained(
             folder, local_files_only=True, output_loading_info=True, dtype=dtype or files.stored_dtype
         )
     except (RuntimeError, ValueError, OSError) as error:

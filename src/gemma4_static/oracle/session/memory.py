@@ -33,12 +33,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import Gemma4ForCausalLM, Gemma4ForConditionalGeneration
 
 from ...executorch.backends import backend_named
 from ...ports.registry import declared_limits, port_factory
 from ..options import VerifyOptions
-from ..references.checkpoints import CheckpointFiles
+from ..references.checkpoints import CheckpointFiles, model_class
 from ..references.streamed import HEAD_CHUNK, StreamingPlan, kept_tables
 from .sample_plan import ONE_ROW, sample_plan
 from .session import LOGITS_BUDGET, decode_steps
@@ -78,9 +77,8 @@ def estimate(files: CheckpointFiles, options: VerifyOptions) -> MemoryEstimate:
     """The memory a run of ``options`` on the checkpoint ``files`` needs (see the module's docstring)."""
     config = files.config
     text = config.get_text_config()
-    model_class = Gemma4ForConditionalGeneration if config.model_type == "gemma4" else Gemma4ForCausalLM
     with torch.device("meta"):
-        shapes = model_class(config)
+        shapes = model_class(config)(config)
     itemsize, stored = options.dtype.itemsize, files.stored_dtype.itemsize
     parts = {"weights": files.parameters * stored}
     if options.dtype != files.stored_dtype:
