@@ -54,6 +54,7 @@ def test_the_runtime_through_the_fuzzer_matches_hf(kind, targets, tiny_model):
     result = fuzz(targets[kind], max_examples=_examples(), seed=0, images=images)
     assert result.failure is None, result.failure
     assert result.examples >= _examples()
+    assert targets[kind].coverage["stage outputs compared"] > 0, result.coverage  # the intermediates judged too
 
 
 def test_the_fuzzer_catches_a_wrong_decode_position(targets, monkeypatch):

@@ -1,12 +1,15 @@
 """The differential state machine: hypothesis drives one port through prefills of drawn lengths in
 drawn schedules, decode runs, greedy generation, new prompts after decodes and the calls every port
 must refuse; after every step the port's logits at every position it returned (each chunk's last
-token, each row's last prompt token, each decode step) are judged against HF's forward over that
-row's whole token history (:mod:`.episode`), generation by the token rule. A failure raises
+token, each row's last prompt token, every position, each decode step) are judged against HF's
+forward over that row's whole token history (:mod:`..episodes.judgement`), generation by the token
+rule, every stage output a prefill returned against HF's (:mod:`.stages`), and every value returned
+must be finite, padding included. A failure raises
 :class:`Divergence` carrying the calls made, for a standalone reproduction (:mod:`.repro`)."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -16,7 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from ...cpu.schedule import chunk_starts, expand_schedule
-from ...ports import NotExposed
+from ...ports import NotExposed, PortPrefill
 from ...ports.prompt import Prompt
 from ..checks.parity import PLACEHOLDER_FIELDS
 from ..episodes.judgement import Observed, greedy_divergence, judge, judge_in_profile
@@ -24,6 +27,7 @@ from ..references.samples import special_ids as special_ids_of
 from ..references.samples import text_prompt
 from ..results.report import Row
 from ..session.port_calls import raised_in
+from .stages import non_finite, returned_tensors, stage_rows
 from .strategies import boundaries, length_anchors, near, schedules, with_specials
 from .target import FuzzTarget
 
@@ -137,6 +141,23 @@ def machine_for(target: FuzzTarget, *, images: Any = None, special_ids: bool = T
                 message = f"logits leave HF's at {judgement.first}"
                 self._fail(message, Row("fuzz", message, "max abs diff", judgement.error, judgement.tolerance))
 
+        def _finite(self, named: Any) -> None:
+            """Every value the port returned is finite, padded positions included."""
+            found = non_finite(named)
+            if found is not None:
+                message = f"the port returned NaN or infinity: {found}"
+                self._fail(message, Row("fuzz", message, "non-finite values", math.inf, 0))
+
+        def _judge_stages(self, result: PortPrefill, given: Prompt) -> None:
+            """The stage outputs a prefill returned (hidden states, per-layer inputs, soft tokens), each
+            against HF's (:mod:`.stages`)."""
+            for row in stage_rows(target.model, target.gate, result, given, self.prompt):
+                target.coverage["stage outputs compared"] += 1
+                if row.failed:
+                    self._fail(
+                        f"{row.stage} ({row.check}) leaves HF's: {row.value:.3g} against {row.tolerance:.3g}", row
+                    )
+
         @property
         def lengths(self) -> torch.Tensor:
             return self.prompt.attention_mask.sum(dim=1) + self.fed.shape[1]
@@ -166,12 +187,13 @@ def machine_for(target: FuzzTarget, *, images: Any = None, special_ids: bool = T
             keep = len(chunks) > 1 or data.draw(st.booleans(), label="intermediates")
             self._record(op="prefill", prompt=given, schedule=schedule, chunks=chunks, intermediates=keep)
             result = self._taken("prefill", lambda: port.prefill(given, keep_intermediates=keep))
+            self._finite(returned_tensors(result))
             self.port, self.prompt, self.fed = port, prompt, torch.zeros(batch, 0, dtype=torch.long)
             event(f"prefill: {len(chunks)} chunk(s)" + (", uneven" if len(set(chunks[:-1])) > 1 else ""))
             observed, lengths = Observed(), prompt.attention_mask.sum(dim=1).tolist()
             for row, length in enumerate(lengths):
                 observed.add(row, length - 1, result.logits[row], "last prompt token")
-            if keep and result.all_logits is not None:  # the logits at every position, laid out as HF's
+            if result.all_logits is not None:  # the logits at every position (returned: judged, asked for or not)
                 every = given.right_aligned(result.all_logits)
                 for row, length in enumerate(lengths):
                     for position in range(length):
@@ -186,6 +208,7 @@ def machine_for(target: FuzzTarget, *, images: Any = None, special_ids: bool = T
                             f"end of chunk {index}",
                         )
             self._judge(observed)
+            self._judge_stages(result, given)
 
         @precondition(lambda self: self.prompt is not None)
         @rule(data=st.data())
@@ -205,6 +228,7 @@ def machine_for(target: FuzzTarget, *, images: Any = None, special_ids: bool = T
                 self._record(op="decode", ids=ids)
                 target.covered("decode")
                 logits = self._taken("decode", lambda ids=ids: self.port.decode(ids))
+                self._finite([(f"decode step {step}'s logits", logits)])
                 for row, position in enumerate(self.lengths.tolist()):
                     observed.add(row, position, logits[row], f"decode step {step}")
                 self.fed = torch.cat((self.fed, ids), dim=1)
