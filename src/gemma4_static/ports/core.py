@@ -87,7 +87,8 @@ class PortPrefill:
     ``(B, S, L, P)``, the soft tokens (one ``(T_i, H)`` per image, in the prompt's order), the logits
     at every position ``all_logits (B, S, vocab)`` and, for a chunked prefill, per chunk ``(B,
     vocab)`` each row's logits at its last token inside that chunk (``chunk_logits``; a row without a
-    token in a chunk holds anything there)."""
+    token in a chunk holds any values there, finite as every value returned: the suite checks that
+    each is, padded positions included)."""
 
     logits: torch.Tensor
     hidden_states: tuple[torch.Tensor, ...] | None = None

@@ -21,13 +21,14 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from ...cpu.schedule import chunk_starts, expand_schedule
 from ...ports import NotExposed, PortPrefill
 from ...ports.prompt import Prompt
+from ..checks.finite import non_finite, returned_tensors
 from ..checks.parity import PLACEHOLDER_FIELDS
 from ..episodes.judgement import Observed, greedy_divergence, judge, judge_in_profile
 from ..references.samples import special_ids as special_ids_of
 from ..references.samples import text_prompt
 from ..results.report import Row
 from ..session.port_calls import raised_in
-from .stages import non_finite, returned_tensors, stage_rows
+from .stages import stage_rows
 from .strategies import boundaries, length_anchors, near, schedules, with_specials
 from .target import FuzzTarget
 

@@ -1,7 +1,6 @@
 """Every stage output a port's prefill returns, judged in the fuzzer as ``verify`` judges it: each
 layer's hidden states (the embeddings first), the per-layer inputs and the soft tokens, row by row
-against HF's forward over that row's prompt alone (batch 1, no padding), and every tensor the port
-returned finite, its padded positions included (a NaN there is a NaN one mask away from a valid row).
+against HF's forward over that row's prompt alone (batch 1, no padding).
 
 Float32 (``gate`` ``None``): the float32 tolerance of HF's values; a profile or an integer scheme: the
 stage's SQNR gate against HF in float64 (the fuzzer's model there)."""
@@ -22,24 +21,6 @@ from ..references.hf_vision import hf_image_features
 from ..results.report import Row
 
 STAGE_FIELDS = ("hidden_states", "per_layer_inputs", "soft_tokens")  # judged here; the logits by the episode
-
-
-def returned_tensors(result: PortPrefill) -> Iterator[tuple[str, torch.Tensor]]:
-    """``(name, tensor)`` of every tensor a prefill returned (``extra`` aside: what a port keeps for itself)."""
-    for name in ("logits", "all_logits", *STAGE_FIELDS, "chunk_logits"):
-        value = getattr(result, name)
-        values = value if isinstance(value, tuple) else () if value is None else (value,)
-        for index, tensor in enumerate(values):
-            yield (f"{name}[{index}]" if isinstance(value, tuple) else name), tensor
-
-
-def non_finite(named: Iterator[tuple[str, torch.Tensor]]) -> str | None:
-    """The first named tensor holding NaN or infinity, with how many such values; ``None`` when all are finite."""
-    for name, tensor in named:
-        count = int((~torch.isfinite(tensor.detach())).sum()) if tensor.is_floating_point() else 0
-        if count:
-            return f"{name} holds {count} values that are NaN or infinite (of {tensor.numel()})"
-    return None
 
 
 def stage_pairs(model: Any, result: PortPrefill, given: Prompt, prompt: Prompt) -> Iterator[tuple[str, str, Any, Any]]:

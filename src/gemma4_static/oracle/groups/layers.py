@@ -1,7 +1,8 @@
 """The ``layers`` check group: every decoder layer's output (in groups of one 4:1 period), every
 producing layer's K/V after the prefill and the prefill logits (at each row's last token, from a
 plain prefill too, and at every valid position) against HF's (in a low-precision profile against HF
-in float64, HF's own figures in the profile beside)."""
+in float64, HF's own figures in the profile beside); every value the prefill returned finite, its
+padded positions included (:mod:`..checks.finite`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import torch
 
 from ...ports.capabilities.host_stages import KV_CACHE
 from ..checks import parity
+from ..checks.finite import finite_row, returned_tensors
 from ..numerics import parity_numerics
 from ..references.hf import paired_hidden_states
 from ..results.figures import layer_points, position_points
@@ -21,10 +23,16 @@ from ..session.session import LAYER_GROUP, Session
 from . import CheckGroup
 from ._shared import kv_rows, kv_rows_vs_float64
 
+FINITE = "every value returned finite, padding included"
+
 
 def layer_rows(session: Session) -> Iterator[Row]:
-    """Every decoder layer's output (grouped), every producing layer's K/V and the prefill logits."""
-    return low_precision_rows(session) if session.low_precision else float32_rows(session)
+    """Every decoder layer's output (grouped), every producing layer's K/V and the prefill logits;
+    every value the sample prompt's prefill returned finite."""
+    yield from low_precision_rows(session) if session.low_precision else float32_rows(session)
+    yield from guarded(
+        "prefill logits", FINITE, lambda: [finite_row("prefill logits", FINITE, returned_tensors(session.ours))]
+    )
 
 
 def float32_rows(session: Session) -> Iterator[Row]:
@@ -129,7 +137,7 @@ GROUP = CheckGroup(
     name="layers",
     order=90,
     describe="every decoder layer's hidden states, every producing layer's K/V after the prefill, and the "
-    "prefill logits (last token, plain prefill, every valid position)",
+    "prefill logits (last token, plain prefill, every valid position; every value returned finite)",
     rows=layer_rows,
     reads=(KV_CACHE,),
     minimum=("prefill logits",),

@@ -12,8 +12,9 @@ import dataclasses
 import pytest
 import torch
 
+from gemma4_static.oracle.checks.finite import PREFILL_FIELDS, non_finite, returned_tensors
 from gemma4_static.oracle.fuzz import FuzzTarget, fuzz
-from gemma4_static.oracle.fuzz.stages import STAGE_FIELDS, non_finite, returned_tensors, stage_rows
+from gemma4_static.oracle.fuzz.stages import STAGE_FIELDS, stage_rows
 from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.references.samples import image_prompt
 from gemma4_static.ports import PortPrefill, PortSetup
@@ -40,7 +41,7 @@ NAMED = {
 
 def test_the_list_names_every_field():
     assert {field.name for field in dataclasses.fields(PortPrefill)} == set(FIELDS) | set(UNJUDGED)
-    assert set(NAMED) == set(OUTPUTS) and set(STAGE_FIELDS) < set(FIELDS)
+    assert set(NAMED) == set(OUTPUTS) and set(STAGE_FIELDS) < set(FIELDS) == set(PREFILL_FIELDS)
 
 
 def target_of(port: type, model, *, images: bool = False) -> tuple[FuzzTarget, object]:
