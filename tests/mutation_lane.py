@@ -1,0 +1,162 @@
+"""The mutation lane: mutmut's mutants of the judge (``src/gemma4_static/oracle/``) and of the ports'
+explanations, each run against the default suite's tests that reach the mutated function (mutmut
+records, in one run of the suite, which tests call which function, then forks one process per
+mutant: ``[tool.mutmut]`` in ``pyproject.toml``). A mutant the default suite does not kill is a
+survivor: killed by a new test, or written into :data:`EQUIVALENT` with the reason it cannot change
+a verdict.
+
+    python -m tests.mutation_lane --shard 2/4 [--minutes 80]   # CI's nightly job: a quarter of the modules
+    python -m tests.mutation_lane --changed origin/main        # a pull request: the functions its diff touches
+
+Each writes ``mutation-report.json`` (what ran, the counts by status, the kill rate, the survivors)
+and prints its summary. With ``--changed`` a survivor not written down as equivalent fails the run
+(exit 1); a shard reports and exits 0 (its modules change every night; the report is the artifact).
+Results are kept in ``mutants/`` (cached between nightly runs: mutmut reruns only the mutants of
+functions that changed, so a shard not finished in one night goes on the next)."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tomllib
+from collections import Counter
+from fnmatch import fnmatch
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "src"
+MUTMUT = [sys.executable, "-m", "mutmut"]
+EXPLAINERS = "src/gemma4_static/ports/adapters/*/port.py"  # of these files, only the explain methods
+# survivors that cannot change a verdict, each with the reason (a mutant's name: module.x_function__mutmut_N)
+EQUIVALENT: dict[str, str] = {}
+KILLED = ("killed", "caught by type check")
+
+
+def mutated_files() -> list[Path]:
+    """The files ``[tool.mutmut] only_mutate`` names, sorted."""
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]["only_mutate"]
+    files = (path.relative_to(ROOT) for path in (SOURCE / "gemma4_static").rglob("*.py"))
+    return sorted(path for path in files if any(fnmatch(str(path), pattern) for pattern in patterns))
+
+
+def module_of(path: Path) -> str:
+    """``src/gemma4_static/oracle/flow/merge.py`` -> ``gemma4_static.oracle.flow.merge``."""
+    return ".".join(path.relative_to("src").with_suffix("").parts)
+
+
+def file_patterns(path: Path) -> list[str]:
+    """The mutant names of one file: all of them, or only its explain methods (an adapter's port)."""
+    return [f"{module_of(path)}.*explain__mutmut_*"] if fnmatch(str(path), EXPLAINERS) else [f"{module_of(path)}.*"]
+
+
+def shard_patterns(shard: int, of: int) -> list[str]:
+    """The mutant-name patterns of shard ``shard`` (1-based) of ``of``: every ``of``-th file."""
+    if not 1 <= shard <= of:
+        raise ValueError(f"shard must be within 1..{of}, got {shard}")
+    return [pattern for path in mutated_files()[shard - 1 :: of] for pattern in file_patterns(path)]
+
+
+def touched_lines(base: str) -> dict[Path, set[int]]:
+    """The lines of the mutated files a diff against ``base`` adds or changes, per file."""
+    diff = subprocess.run(
+        ["git", "diff", "-U0", base, "--", *map(str, mutated_files())],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    lines: dict[Path, set[int]] = {}
+    current = None
+    for line in diff.splitlines():
+        if line.startswith("+++ "):
+            current = None if line.endswith("/dev/null") else Path(line.removeprefix("+++ b/"))
+        elif line.startswith("@@") and current is not None:
+            start, _, count = re.match(r"@@ -\S+ \+(\d+)(,(\d+))? @@", line).groups()
+            lines.setdefault(current, set()).update(range(int(start), int(start) + int(count or 1)))
+    return lines
+
+
+def function_patterns(path: Path, lines: set[int]) -> list[str]:
+    """The mutant-name patterns of the functions of ``path`` holding any of ``lines`` (mutmut names a
+    method ``module.xǁClassǁmethod`` and a function ``module.x_function``)."""
+    tree, explain_only = ast.parse((ROOT / path).read_text()), fnmatch(str(path), EXPLAINERS)
+    functions = [("x_", node) for node in tree.body]
+    functions += [
+        (f"xǁ{node.name}ǁ", child) for node in tree.body if isinstance(node, ast.ClassDef) for child in node.body
+    ]
+    return [
+        f"{module_of(path)}.{owner}{node.name}__mutmut_*"
+        for owner, node in functions
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and lines & set(range(node.lineno, node.end_lineno + 1))
+        and not (explain_only and node.name != "explain")
+    ]
+
+
+def run_mutmut(patterns: list[str], minutes: float) -> None:
+    """``mutmut run`` over ``patterns`` for at most ``minutes`` (then stopped: what finished is kept)."""
+    process = subprocess.Popen([*MUTMUT, "run", *patterns], cwd=ROOT, start_new_session=True)
+    try:
+        process.wait(timeout=minutes * 60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait()
+        print(f"stopped after {minutes:g} minutes: the mutants not run are 'not checked'")
+
+
+def results(patterns: list[str]) -> dict[str, str]:
+    """Each mutant of ``patterns`` and its status, as ``mutmut results --all`` prints them."""
+    printed = subprocess.run([*MUTMUT, "results", "--all", "true"], cwd=ROOT, capture_output=True, text=True).stdout
+    found = (line.strip().rsplit(": ", 1) for line in printed.splitlines() if ": " in line)
+    return {name: status for name, status in found if any(fnmatch(name, pattern) for pattern in patterns)}
+
+
+def report(statuses: dict[str, str], patterns: list[str]) -> dict:
+    """What ran: the counts by status, the kill rate over the mutants run, the survivors (equivalent ones apart)."""
+    counts = Counter(statuses.values())
+    run = sum(count for status, count in counts.items() if status != "not checked")
+    killed = sum(counts[status] for status in KILLED)
+    survivors = sorted(name for name, status in statuses.items() if status == "survived" and name not in EQUIVALENT)
+    return {
+        "patterns": patterns,
+        "counts": dict(sorted(counts.items())),
+        "kill_rate": killed / run if run else None,
+        "survivors": survivors,
+        "equivalent": {name: EQUIVALENT[name] for name in sorted(statuses) if name in EQUIVALENT},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--shard", help="K/N: shard K of N of the mutated files")
+    which.add_argument("--changed", metavar="BASE", help="the functions a diff against BASE touches")
+    parser.add_argument("--minutes", type=float, default=80.0, help="stop mutmut after this long (default 80)")
+    parser.add_argument("--json", type=Path, default=ROOT / "mutation-report.json")
+    args = parser.parse_args(argv)
+    if args.shard:
+        shard, of = (int(part) for part in args.shard.split("/"))
+        patterns = shard_patterns(shard, of)
+    else:
+        patterns = [p for path, lines in touched_lines(args.changed).items() for p in function_patterns(path, lines)]
+    if not patterns:
+        print("no mutated function touched: nothing to run")
+        return 0
+    run_mutmut(patterns, args.minutes)
+    summary = report(results(patterns), patterns)
+    args.json.write_text(json.dumps(summary, indent=2) + "\n")
+    rate = "none run" if summary["kill_rate"] is None else f"{summary['kill_rate']:.1%}"
+    print(f"mutants by status: {summary['counts']}; kill rate {rate}")
+    for name in summary["survivors"]:
+        print(f"survived: {name}")
+    return 1 if args.changed and summary["survivors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""The mutation lane's own logic (``tests/mutation_lane.py``): its shards split the mutated files
+between them, each once; an adapter's file contributes its explain methods only; a diff selects the
+functions and methods it touches by mutmut's names; the report counts what ran, and a survivor of a
+pull request's functions fails it unless written down as equivalent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests import mutation_lane as lane
+
+ADAPTER = Path("src/gemma4_static/ports/adapters/qnn/port.py")
+
+
+def test_the_shards_split_the_mutated_files_each_once():
+    files = lane.mutated_files()
+    assert Path("src/gemma4_static/oracle/episodes/judgement.py") in files and ADAPTER in files
+    assert not any("oracle" not in str(path) and "ports" not in str(path) for path in files)
+    patterns = [pattern for shard in range(1, 5) for pattern in lane.shard_patterns(shard, 4)]
+    assert len(patterns) == len(set(patterns)) == len(files)
+    with pytest.raises(ValueError, match=r"shard must be within 1\.\.4, got 5"):
+        lane.shard_patterns(5, 4)
+
+
+def test_an_adapter_contributes_its_explain_methods_only():
+    assert lane.file_patterns(ADAPTER) == ["gemma4_static.ports.adapters.qnn.port.*explain__mutmut_*"]
+    assert lane.file_patterns(Path("src/gemma4_static/oracle/flow/merge.py")) == ["gemma4_static.oracle.flow.merge.*"]
+    source = (lane.ROOT / ADAPTER).read_text().splitlines()
+    every_line = set(range(1, len(source) + 1))
+    assert lane.function_patterns(ADAPTER, every_line) == [
+        "gemma4_static.ports.adapters.qnn.port.xǁQnnGemma4Portǁexplain__mutmut_*"
+    ]
+
+
+def test_a_diff_selects_the_functions_and_methods_it_touches():
+    path = Path("src/gemma4_static/oracle/results/report.py")
+    source = (lane.ROOT / path).read_text().splitlines()
+    status = next(number for number, line in enumerate(source, 1) if "def status" in line) + 3
+    skip = next(number for number, line in enumerate(source, 1) if line.startswith("def skip_row")) + 1
+    patterns = lane.function_patterns(path, {1, status, skip})  # the docstring's line selects nothing
+    module = "gemma4_static.oracle.results.report"
+    assert patterns == [f"{module}.x_skip_row__mutmut_*", f"{module}.xǁRowǁstatus__mutmut_*"]
+
+
+def test_the_report_counts_what_ran_and_lists_the_survivors(monkeypatch):
+    statuses = {
+        "m.x_a__mutmut_1": "killed",
+        "m.x_a__mutmut_2": "killed",
+        "m.x_a__mutmut_3": "survived",
+        "m.x_b__mutmut_1": "survived",
+        "m.x_b__mutmut_2": "timeout",
+        "m.x_b__mutmut_3": "not checked",
+    }
+    monkeypatch.setattr(lane, "EQUIVALENT", {"m.x_b__mutmut_1": "a bound that no input reaches"})
+    summary = lane.report(statuses, ["m.*"])
+    assert summary["counts"] == {"killed": 2, "not checked": 1, "survived": 2, "timeout": 1}
+    assert summary["kill_rate"] == 2 / 5 and summary["survivors"] == ["m.x_a__mutmut_3"]
+    assert summary["equivalent"] == {"m.x_b__mutmut_1": "a bound that no input reaches"}
+    assert lane.report({}, ["m.*"])["kill_rate"] is None
+
+
+@pytest.mark.parametrize(("mode", "exit_code"), [(["--changed", "HEAD"], 1), (["--shard", "1/4"], 0)])
+def test_a_survivor_fails_a_pull_request_and_not_a_nightly_shard(mode, exit_code, monkeypatch, tmp_path):
+    monkeypatch.setattr(lane, "touched_lines", lambda base: {Path("src/gemma4_static/oracle/flow/merge.py"): {60}})
+    monkeypatch.setattr(lane, "run_mutmut", lambda patterns, minutes: None)
+    monkeypatch.setattr(lane, "results", lambda patterns: {"m.x_a__mutmut_1": "survived", "m.x_a__mutmut_2": "killed"})
+    assert lane.main([*mode, "--json", str(tmp_path / "report.json")]) == exit_code
+    assert '"kill_rate": 0.5' in (tmp_path / "report.json").read_text()
