@@ -10,7 +10,8 @@ a verdict.
 
 Each writes ``mutation-report.json`` (what ran, the counts by status, the kill rate, the survivors)
 and prints its summary. With ``--changed`` a survivor not written down as equivalent fails the run
-(exit 1); a shard reports and exits 0 (its modules change every night; the report is the artifact).
+(exit 1); a shard reports and exits 0 (its modules change every night; the report is the artifact);
+a run that judged no mutant exits 2 (mutmut failed, e.g. a test failing on the unmutated code).
 Results are kept in ``mutants/`` (cached between nightly runs: mutmut reruns only the mutants of
 functions that changed, so a shard not finished in one night goes on the next)."""
 
@@ -99,15 +100,17 @@ def function_patterns(path: Path, lines: set[int]) -> list[str]:
     ]
 
 
-def run_mutmut(patterns: list[str], minutes: float) -> None:
-    """``mutmut run`` over ``patterns`` for at most ``minutes`` (then stopped: what finished is kept)."""
+def run_mutmut(patterns: list[str], minutes: float) -> bool:
+    """``mutmut run`` over ``patterns`` for at most ``minutes`` (then stopped: what finished is kept);
+    whether it ran (a failing test of the unmutated suite, for one, stops it before any mutant)."""
     process = subprocess.Popen([*MUTMUT, "run", *patterns], cwd=ROOT, start_new_session=True)
     try:
-        process.wait(timeout=minutes * 60)
+        return process.wait(timeout=minutes * 60) == 0
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait()
         print(f"stopped after {minutes:g} minutes: the mutants not run are 'not checked'")
+        return True
 
 
 def results(patterns: list[str]) -> dict[str, str]:
@@ -148,13 +151,16 @@ def main(argv: list[str] | None = None) -> int:
     if not patterns:
         print("no mutated function touched: nothing to run")
         return 0
-    run_mutmut(patterns, args.minutes)
+    ran = run_mutmut(patterns, args.minutes)
     summary = report(results(patterns), patterns)
     args.json.write_text(json.dumps(summary, indent=2) + "\n")
     rate = "none run" if summary["kill_rate"] is None else f"{summary['kill_rate']:.1%}"
     print(f"mutants by status: {summary['counts']}; kill rate {rate}")
     for name in summary["survivors"]:
         print(f"survived: {name}")
+    if not ran or summary["kill_rate"] is None:  # nothing compared is never a pass
+        print(f"mutmut {'failed' if not ran else 'ran no mutant'}: no mutant was judged")
+        return 2
     return 1 if args.changed and summary["survivors"] else 0
 
 

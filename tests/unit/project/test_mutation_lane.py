@@ -64,7 +64,14 @@ def test_the_report_counts_what_ran_and_lists_the_survivors(monkeypatch):
 @pytest.mark.parametrize(("mode", "exit_code"), [(["--changed", "HEAD"], 1), (["--shard", "1/4"], 0)])
 def test_a_survivor_fails_a_pull_request_and_not_a_nightly_shard(mode, exit_code, monkeypatch, tmp_path):
     monkeypatch.setattr(lane, "touched_lines", lambda base: {Path("src/gemma4_static/oracle/flow/merge.py"): {60}})
-    monkeypatch.setattr(lane, "run_mutmut", lambda patterns, minutes: None)
+    monkeypatch.setattr(lane, "run_mutmut", lambda patterns, minutes: True)
     monkeypatch.setattr(lane, "results", lambda patterns: {"m.x_a__mutmut_1": "survived", "m.x_a__mutmut_2": "killed"})
     assert lane.main([*mode, "--json", str(tmp_path / "report.json")]) == exit_code
     assert '"kill_rate": 0.5' in (tmp_path / "report.json").read_text()
+
+
+@pytest.mark.parametrize(("ran", "statuses"), [(False, {}), (True, {"m.x_a__mutmut_1": "not checked"})])
+def test_a_run_that_judged_no_mutant_fails(ran, statuses, monkeypatch, tmp_path):
+    monkeypatch.setattr(lane, "run_mutmut", lambda patterns, minutes: ran)
+    monkeypatch.setattr(lane, "results", lambda patterns: statuses)
+    assert lane.main(["--shard", "1/4", "--json", str(tmp_path / "report.json")]) == 2
