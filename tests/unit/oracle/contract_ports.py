@@ -45,3 +45,13 @@ class LeavesAllUndeclared(LeavesAll):
 
 class ClaimsLeavesAll(WrappedRuntimePort):
     limits = declaring(generate_leaves="all")
+
+
+class ShortReservesSlot(ReservesSlot):
+    """``ReservesSlot`` holding at most 64 positions (a long context the tiny model runs fast)."""
+
+    limits = dataclasses.replace(ReservesSlot.limits, max_seq=64)
+
+
+class ShortReservesSlotUndeclared(ShortReservesSlot):
+    limits = dataclasses.replace(PLAIN, max_seq=64)

@@ -30,3 +30,17 @@ def test_a_port_that_needs_an_image_without_a_profile_is_skipped_with_the_reason
     rows = verify(tiny_model, VerifyOptions(port=port, groups=("schedules", "long-positions"))).rows
     assert [(row.stage, row.skipped != "") for row in rows] == [("schedules", True), (STAGE, True)]
     assert all("needs an image in every prompt" in row.skipped for row in rows)
+
+
+def test_the_long_prompt_leaves_a_reserved_decode_slot_free(tiny_model):
+    """A port whose static length counts the decode's slot holds one token fewer: declared, the long
+    prompt is one shorter and passes; undeclared, the prompt overfills it and the row fails with its error."""
+    contracts = "tests.unit.oracle.contract_ports"
+    (declared,) = verify(
+        tiny_model, VerifyOptions(port=f"{contracts}:ShortReservesSlot", groups=("long-positions",))
+    ).rows
+    assert declared.check.startswith("prompt 61: 1 schedule") and declared.compared and not declared.failed, declared
+    port = f"{contracts}:ShortReservesSlotUndeclared"
+    (undeclared,) = verify(tiny_model, VerifyOptions(port=port, groups=("long-positions",))).rows
+    assert undeclared.failed and undeclared.check.startswith("prompt 62: 1 schedule"), undeclared
+    assert "raised ValueError: cache is full: rows [0] already hold max_seq=63 tokens" in undeclared.check
