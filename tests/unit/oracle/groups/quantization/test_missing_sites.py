@@ -1,0 +1,47 @@
+"""The port's ranges report judged by what it names: a range under a name the scheme does not have is
+counted as the port's and compared with nothing; a port whose names match none of the scheme's sites
+compares nothing and fails (NaN, never a pass); one reporting only some sites is judged on those,
+the count saying how many."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gemma4_static.oracle.faults.static_faults import StaticSchemePort
+from gemma4_static.oracle.flow.verify import verify
+from gemma4_static.oracle.options import VerifyOptions
+
+
+class ExtraSite(StaticSchemePort):
+    def observed_ranges(self):
+        return {**super().observed_ranges(), "no such site": (-1.0, 1.0)}
+
+
+class Renamed(StaticSchemePort):
+    def observed_ranges(self):
+        return {f"{name} (renamed)": bounds for name, bounds in super().observed_ranges().items()}
+
+
+class HalfTheSites(StaticSchemePort):
+    def observed_ranges(self):
+        ranges = super().observed_ranges()
+        return dict(list(ranges.items())[: len(ranges) // 2])
+
+
+CASES = {  # port: (the rows' check starts, whether they fail)
+    "ExtraSite": ("83 of its 84 calibrated ranges", False),
+    "Renamed": ("0 of its 83 calibrated ranges", True),
+    "HalfTheSites": ("41 of its 41 calibrated ranges", False),
+}
+
+
+@pytest.mark.parametrize("port", CASES)
+def test_the_ranges_report_counts_the_sites_it_compares(port, tiny_model):
+    rows = verify(tiny_model, VerifyOptions(port=f"{__name__}:{port}", quant="a8w8", groups=("quantization",))).rows
+    ranges = [row for row in rows if "calibrated ranges" in row.check]
+    start, fails = CASES[port]
+    assert len(ranges) == 2 and all(row.check.startswith(start) for row in ranges), [row.check for row in ranges]
+    assert all(row.failed == fails for row in ranges), ranges
+    assert all(math.isnan(row.value) for row in ranges) == fails  # nothing compared: NaN, never a pass
