@@ -57,12 +57,18 @@ def decode_rows(session: Session) -> Iterator[Row]:
     yield from guarded("conversation", "prefill again", lambda: [new_conversation_row(session)])
 
 
-def with_special_ids(session: Session, kinds: tuple[str, ...] = ("other", "placeholder")) -> tuple[Prompt, dict]:
-    """The sample prompt's first row with the model's special ids of ``kinds`` after it
-    (:func:`~..references.samples.special_ids`; never the image placeholder there: it marks where an
-    image's soft tokens go, HF refuses one beside images whose count it breaks, a static layout one
-    outside its image slots), and those special ids by name."""
-    specials = {name: value for name, value in special_ids(session.config).items() if kind_of(name) in kinds}
+PLACEHOLDER, OTHER = "placeholder", "other"
+SPECIAL_KINDS = {OTHER: "special ids", PLACEHOLDER: "placeholders"}  # each kind fed, with its rows' label
+
+
+def with_special_ids(session: Session, kind: str) -> tuple[Prompt, dict]:
+    """The sample prompt's first row with the model's special ids of ``kind`` (:data:`SPECIAL_KINDS`)
+    after it (:func:`~..references.samples.special_ids`; never the image placeholder there: it marks
+    where an image's soft tokens go, HF refuses one beside images whose count it breaks, a static
+    layout one outside its image slots), and those special ids by name."""
+    if kind not in SPECIAL_KINDS:
+        raise ValueError(f"kind must be one of {tuple(SPECIAL_KINDS)}, got {kind!r}")
+    specials = {name: value for name, value in special_ids(session.config).items() if kind_of(name) == kind}
     row = session.prompt.row(0)
     inside = torch.tensor([[value for name, value in specials.items() if name != "image_token_id"]], dtype=torch.long)
     ids = torch.cat((row.input_ids, inside), dim=1)
@@ -70,20 +76,20 @@ def with_special_ids(session: Session, kinds: tuple[str, ...] = ("other", "place
 
 
 def kind_of(name: str) -> str:
-    """``"placeholder"`` for the image, video and audio placeholders (what HF's multimodal forward maps
-    to the pad id), ``"other"`` for the rest (``boi``/``eoi``, ``boa``/``eoa``, BOS, EOS, pad)."""
-    return "placeholder" if name in parity.PLACEHOLDER_FIELDS else "other"
+    """:data:`PLACEHOLDER` for the image, video and audio placeholders (what HF's multimodal forward
+    maps to the pad id), :data:`OTHER` for the rest (``boi``/``eoi``, ``boa``/``eoa``, BOS, EOS, pad)."""
+    return PLACEHOLDER if name in parity.PLACEHOLDER_FIELDS else OTHER
 
 
 def special_id_rows(session: Session) -> list[Row]:
     """Every special id fed on purpose, against HF (whose multimodal forward maps every placeholder to
     the pad id, decode included): the placeholders and the other special ids each inside a prompt
     (:func:`with_special_ids`), then each as a decode input; one row each."""
-    return [row for kind in ("other", "placeholder") for row in _special_rows(session, kind)]
+    return [row for kind in SPECIAL_KINDS for row in _special_rows(session, kind)]
 
 
 def _special_rows(session: Session, kind: str) -> list[Row]:
-    prompt, specials = with_special_ids(session, (kind,))
+    prompt, specials = with_special_ids(session, kind)
     if not specials:
         return []
     fed = torch.tensor([list(specials.values())])
@@ -96,7 +102,7 @@ def _special_rows(session: Session, kind: str) -> list[Row]:
     theirs = hf_decode_logits(session.model, prompt, fed)[0]
     names = list(specials)
     inside = [name.removesuffix("_token_id") for name in names if name != "image_token_id"]
-    label = "placeholders" if kind == "placeholder" else "special ids"
+    label = SPECIAL_KINDS[kind]
     rows = []
     if inside:
         hf_logits = hf_last_logits(session.model, prompt)[0]

@@ -25,6 +25,7 @@ from gemma4_static.oracle.checks.routing import RoutingLedger
 from gemma4_static.oracle.faults.catalogue import faults_named
 from gemma4_static.oracle.flow.verify import verify
 from gemma4_static.oracle.groups import BY_NAME, names
+from gemma4_static.oracle.groups.decode import SPECIAL_KINDS, with_special_ids
 from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.references import models
 from gemma4_static.oracle.references.samples import text_prompt
@@ -229,3 +230,13 @@ def test_the_same_without_the_fault_passes_its_group(group, correct_run):
         assert row.status == "INFO" and row.check.startswith(pair.first) and row.value == 0, row
     else:
         assert any(row.compared for row in rows), rows
+
+
+def test_the_decode_group_feeds_every_kind_of_special_id(correct_run):
+    """One row per kind of special id fed as decode inputs (a kind spelt otherwise in one place would
+    feed none, silently), each compared and passing; a kind the group does not know is an error."""
+    rows = [row for row in correct_run(WRAPPED) if row.group == "decode" and "fed as a decode input" in row.check]
+    fed = {row.check.split(" ", 3)[3].split(" fed")[0] for row in rows}
+    assert fed == set(SPECIAL_KINDS.values()) and all(row.compared and not row.failed for row in rows), rows
+    with pytest.raises(ValueError, match="kind must be one of \\('other', 'placeholder'\\), got 'placeholders'"):
+        with_special_ids(SimpleNamespace(config=None), "placeholders")
