@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 
 import pytest
 
@@ -152,3 +153,34 @@ def test_the_merged_page_says_it_joins_shards():
     page = verify_page(merge_reports(shards))
     assert '<p id="merged">merged from 2 shards: a.json, b.json</p>' in page
     assert '<p id="shard">shard 1 of 2: one part of a run</p>' in verify_page(shards[0][1])
+
+
+def _other(shards, **changes):
+    """The second shard with ``changes`` made (``metadata.FIELD``, ``model``, ``reference``)."""
+    document = shards[1][1]
+    document = copy.deepcopy(document)
+    for field, value in changes.items():
+        if field.startswith("metadata."):
+            document["metadata"][field.removeprefix("metadata.")] = value
+        else:
+            document[field] = value
+    return [shards[0], ("c.json", document)]
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"metadata.profile": "bfloat16"}, "profile 'bfloat16'"),
+        ({"metadata.backend": "executorch"}, "backend 'executorch'"),
+        ({"metadata.port": {"name": "executorch-gemma4", "version": "1"}}, "port {'name': 'executorch-gemma4'"),
+        ({"model": "e2b-geometry"}, "model 'e2b-geometry'"),
+        ({"reference": {"answers": "recorded: tiny-1"}}, "reference 'recorded: tiny-1'"),
+    ],
+    ids=lambda value: str(value)[:30],
+)
+def test_every_part_of_a_shards_identity_must_match(change, named):
+    """Each part of what makes shards one run (profile, backend, port, model, the reference's answers)
+    refused alone, named with the other shard's value."""
+    _, shards = _whole()
+    with pytest.raises(ValueError, match=f"c.json is a shard of another run: {re.escape(named)}"):
+        merge_reports(_other(shards, **change))
