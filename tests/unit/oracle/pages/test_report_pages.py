@@ -13,7 +13,7 @@ import pytest
 
 from gemma4_static.commands import cli
 from gemma4_static.oracle.flow.verify import MINIMUM, NAMED
-from gemma4_static.oracle.pages.compare import compare_reports, load_report, severity
+from gemma4_static.oracle.pages.compare import KINDS, compare_reports, load_report, severity
 from gemma4_static.oracle.pages.compare_page import compare_page
 from gemma4_static.oracle.pages.verify_page import verify_page
 from gemma4_static.oracle.results.diagrams import mask_diagram
@@ -275,3 +275,67 @@ def test_the_sensitivity_chart_has_a_bar_per_group():
     sweep = {"scheme": "a16w8", "baseline": {"kl_mean": 0.005}, "ranked": {"only": groups, "all but": groups}}
     page = verify_page(_document() | {"sensitivity": sweep})
     assert page.count('class="bar"') == 3 and "<title>layer 0: 0.003</title>" in page
+
+
+def _one(status: str | None, value=None, *, metric="max abs diff", tolerance=1e-4, **more) -> list[dict]:
+    """A report's rows: one row of stage ``s``, case ``c`` (none where ``status`` is ``None``)."""
+    return [] if status is None else [_row("s", "c", metric, value, tolerance, status, **more)]
+
+
+INFO = {"tolerance": None}
+ABS, PEIR, PREFIX = ({"metric": metric, **INFO} for metric in ("max abs error", "PEIR", "matched prefix"))
+KIND_CASES = [  # (A's row, B's row, the kind, B's loss in dB or None, a regression at 6 dB)
+    (_one("PASS", 1e-5), _one("FAIL", 1e-3), "newly failing", 40.0, True),
+    (_one("XFAIL", 1e-3, expected="known"), _one("FAIL", 1e-3), "newly failing", 0.0, True),
+    (_one("FAIL", 1e-3), _one("PASS", 1e-5), "fixed", -40.0, False),
+    (_one("FAIL", 1e-3), _one("XFAIL", 1e-3, expected="known"), "fixed", 0.0, False),
+    (_one("FAIL", 1e-3), _one("SKIP", None, skipped="why"), "no longer compared", None, False),
+    (_one("SKIP", None, skipped="why"), _one("PASS", 1e-5), "newly compared", None, False),
+    (_one(None), _one("PASS", 1e-5), "newly compared", None, False),
+    (_one("PASS", 1e-5), _one(None), "no longer compared", None, False),
+    (_one("PASS", 1e-5), _one("PASS", 2.5e-5), "worse", 7.96, True),
+    (_one("PASS", 1e-5), _one("PASS", 1.9e-5), "worse", 5.58, False),
+    (_one("PASS", 2e-5), _one("PASS", 1e-5), "better", -6.02, False),
+    (_one("PASS", 1e-5), _one("PASS", 1.02e-5), "same", 0.17, False),
+    (_one("INFO", 0.1, **ABS), _one("INFO", 0.4, **ABS), "worse", 12.04, True),
+    (_one("INFO", 0.01, **PEIR), _one("INFO", 0.001, **PEIR), "better", -20.0, False),
+    (_one("INFO", 15, **PREFIX), _one("INFO", 3, **PREFIX), "same", None, False),
+    (_one("PASS", 30.0, metric="SQNR dB", tolerance=20.0, higher_is_better=True),
+     _one("PASS", 22.0, metric="SQNR dB", tolerance=20.0, higher_is_better=True), "worse", 8.0, True),
+    (_one("SKIP", None, skipped="why"), _one("SKIP", None, skipped="why"), "same", None, False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("a", "b", "kind", "loss", "regression"), KIND_CASES)
+def test_compare_judges_every_kind_of_row_pair(a, b, kind, loss, regression):
+    """Every kind of change (INFO rows whose value is an error, counts that are not, ungated and SKIP
+    rows included): its kind, B's loss in dB, and whether it regresses at 6 dB."""
+    comparison = compare_reports(_report(a), _report(b), threshold_db=6.0)
+    (change,) = comparison.changes
+    assert change.kind == kind and (
+        change.loss_db is None if loss is None else change.loss_db == pytest.approx(loss, abs=0.01)
+    )
+    assert (change in comparison.regressions) == regression
+    assert set(KINDS) - {"same"} <= {case[2] for case in KIND_CASES}  # every kind of change has a case
+
+
+def test_a_stages_largest_error_reads_info_errors_and_leaves_out_documented_divergences():
+    a = _report(
+        [
+            *_one("PASS", 1e-5),
+            _row("s", "d", "max abs error", 2e-3, None, "INFO"),
+            _row("t", "c", "max abs diff", 1.0, 1e-4, "XFAIL", expected="known"),
+        ]
+    )
+    b = _report(
+        [
+            *_one("PASS", 1e-5),
+            _row("s", "d", "max abs error", 8e-3, None, "INFO"),
+            _row("t", "c", "max abs diff", 9.0, 1e-4, "XFAIL", expected="known"),
+        ]
+    )
+    (loss,) = compare_reports(a, b).stage_losses()
+    assert (loss.stage, loss.a_error, loss.b_error) == ("s", 2e-3, 8e-3) and loss.loss_db == pytest.approx(
+        12.04, abs=0.01
+    )
+    assert compare_reports(a, b, threshold_db=12.5).regressed_stages == [] and compare_reports(a, b, 12.0).regressed
