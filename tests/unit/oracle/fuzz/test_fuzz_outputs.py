@@ -12,7 +12,13 @@ import dataclasses
 import pytest
 import torch
 
-from gemma4_static.oracle.checks.finite import PREFILL_FIELDS, non_finite, returned_tensors
+from gemma4_static.oracle.checks.finite import (
+    PREFILL_FIELDS,
+    count_non_finite,
+    finite_row,
+    non_finite,
+    returned_tensors,
+)
 from gemma4_static.oracle.fuzz import FuzzTarget, fuzz
 from gemma4_static.oracle.fuzz.stages import STAGE_FIELDS, stage_rows
 from gemma4_static.oracle.options import VerifyOptions
@@ -93,14 +99,15 @@ def test_logits_wrong_at_every_position_but_the_last_are_found(tiny_model):
 
 
 def test_a_non_finite_value_is_named_with_its_output_and_count():
-    result = PortPrefill(torch.zeros(2, 4), all_logits=torch.zeros(2, 3, 4), chunk_logits=(torch.zeros(2, 4),) * 2)
+    chunks = (torch.zeros(2, 4), torch.zeros(2, 4))
+    result = PortPrefill(torch.zeros(2, 4), all_logits=torch.zeros(2, 3, 4), chunk_logits=chunks)
     assert non_finite(returned_tensors(result)) is None
+    assert finite_row("prefill logits", "every value", returned_tensors(result)).status == "PASS"
     result.chunk_logits[1][0, 2] = float("inf")
     result.all_logits[1, 2, :2] = float("nan")
     assert non_finite(returned_tensors(result)) == "all_logits holds 2 values that are NaN or infinite (of 24)"
-    assert [name for name, _ in returned_tensors(result)] == [
-        "logits",
-        "all_logits",
-        "chunk_logits[0]",
-        "chunk_logits[1]",
-    ]
+    row = finite_row("prefill logits", "every value", returned_tensors(result))
+    assert row.value == 3 and row.failed and row.detail.startswith("all_logits holds 2")
+    assert count_non_finite(torch.tensor([1, 2])) == 0  # token ids: integers, finite by construction
+    names = [name for name, _ in returned_tensors(result)]
+    assert names == ["logits", "all_logits", "chunk_logits[0]", "chunk_logits[1]"]
