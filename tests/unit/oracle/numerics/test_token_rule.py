@@ -8,6 +8,7 @@ of a single bf16 ulp where the gap is smaller than that ulp's worth of bound."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from gemma4_static.oracle.numerics.gates import GATES
 from gemma4_static.oracle.numerics.metrics import compare_greedy, gaps, margin_shift, top_k_check, ulp
-from gemma4_static.oracle.numerics.parity_numerics import decision_rows, greedy_rows, token_rows
+from gemma4_static.oracle.numerics.parity_numerics import decision_rows, greedy_rows, metric_rows, token_rows
 
 
 def test_ulp_and_gaps_on_known_values():
@@ -143,3 +144,25 @@ def test_mismatched_shapes_are_a_clear_error():
         top_k_check(torch.zeros(2, 3), torch.zeros(2, 3), 5, 0.5)
     with pytest.raises(ValueError, match="need logits of shape"):
         compare_greedy(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 2, 5), 0.5)
+
+
+@pytest.mark.parametrize(
+    ("ours_noise", "hf_noise", "fails"),
+    [(0.1, 0.01, True), (0.01, 0.1, False), (0.0, 0.0, False), (0.012, 0.01, False)],
+    ids=["ours worse by 20 dB", "ours better", "both exact", "ours worse by 1.6 dB"],
+)
+def test_an_integer_profile_is_gated_on_how_far_it_falls_below_hf_in_the_same_scheme(ours_noise, hf_noise, fails):
+    """The deficit row is HF's SQNR minus ours (which side is worse matters: ours better is a negative
+    deficit), gated at the scheme's ``hf_deficit_db`` (3 dB); both exact is no deficit."""
+    gate = dataclasses.replace(GATES[torch.bfloat16], hf_deficit_db=3.0)
+    reference = torch.linspace(-1, 1, 64, dtype=torch.float64)
+    wobble = torch.cos(torch.arange(64, dtype=torch.float64))
+    ours, hf = reference + ours_noise * wobble, reference + hf_noise * wobble
+    (deficit,) = [
+        row for row in metric_rows("s", "c", ours, hf, reference, gate) if row.metric == "SQNR below HF's (dB)"
+    ]
+    expected = 0.0 if ours_noise == hf_noise == 0 else 20 * math.log10(ours_noise / hf_noise)
+    assert deficit.value == pytest.approx(expected) and deficit.tolerance == 3.0 and deficit.failed == fails
+    assert [row.metric for row in metric_rows("s", "c", ours, hf, reference, GATES[torch.bfloat16])] == [
+        "SQNR dB", "cosine", "max abs error", "PEIR"
+    ]  # fmt: skip
