@@ -1,0 +1,43 @@
+"""The runtime's default additive mask values, the default suite's twin of the numerics lane's fp16
+checks: in float32 and bfloat16 ``finfo.min`` as HF uses; in float16 a fill with headroom (any score a
+layer can add, tens of thousands, stays finite in fp16 arithmetic, where ``finfo.min`` minus a score
+of 16 is ``-inf`` and a fully masked row NaN) that still zeroes every masked weight. A tiny model made
+steep (scores up to 46) shows it through the mask-value group: the default overflows nowhere, ``finfo.min``
+does."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from gemma4_static.cpu.checks import default_mask_value, mask_fill_value
+from gemma4_static.oracle.flow.verify import run_verification
+from gemma4_static.oracle.options import VerifyOptions
+
+SCORE_BOUND = 30000.0  # far past any q.k of normed queries and keys (E2B's bound is in the tens)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fp32_and_bf16_default_to_finfo_min_as_hf(dtype):
+    assert default_mask_value(dtype) == mask_fill_value(None, dtype) == torch.finfo(dtype).min
+
+
+def test_the_fp16_default_leaves_headroom_and_zeroes_masked_weights():
+    fill = torch.tensor(default_mask_value(torch.float16), dtype=torch.float16)
+    assert mask_fill_value(None, torch.float16) == float(fill)
+    assert torch.isfinite(fill - torch.tensor(SCORE_BOUND, dtype=torch.float16))  # fp16 arithmetic: headroom
+    assert float(fill) <= -1e4 and float(torch.exp(fill.float() + 100.0)) == 0.0  # a masked key weighs nothing
+    overflowing = torch.tensor(torch.finfo(torch.float16).min, dtype=torch.float16)
+    assert torch.isinf(overflowing - torch.tensor(16.0, dtype=torch.float16))  # why not finfo.min
+
+
+def test_the_fp16_default_overflows_nowhere_on_a_steep_model(tiny_model):
+    steep = copy.deepcopy(tiny_model)
+    with torch.no_grad():
+        for layer in steep.model.language_model.layers:
+            layer.self_attn.q_norm.weight.mul_(4.0)  # scores up to 46: past what finfo.min survives in fp16
+    for fill, overflows in ((None, 0.0), (torch.finfo(torch.float16).min, 1.0)):
+        rows = run_verification(steep, VerifyOptions(dtype=torch.float16, groups=("mask-value",), mask_value=fill))
+        assert [row.value for row in rows] == [0.0, overflows], [(row.check, row.value) for row in rows]
