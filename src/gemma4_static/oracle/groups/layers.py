@@ -30,7 +30,12 @@ def layer_rows(session: Session) -> Iterator[Row]:
     """Every decoder layer's output (grouped), every producing layer's K/V and the prefill logits;
     every value the sample prompt's prefill returned finite."""
     yield from low_precision_rows(session) if session.low_precision else float32_rows(session)
-    yield from guarded(
+    yield from finite_rows(session)
+
+
+def finite_rows(session: Session) -> list[Row]:
+    """Every value the sample prompt's prefill returned finite, padding included (its error where it raised)."""
+    return guarded(
         "prefill logits", FINITE, lambda: [finite_row("prefill logits", FINITE, returned_tensors(session.ours))]
     )
 

@@ -8,6 +8,7 @@ output compared (``test_runtime_state_machine.py``)."""
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -21,9 +22,10 @@ from gemma4_static.oracle.checks.finite import (
 )
 from gemma4_static.oracle.fuzz import FuzzTarget, fuzz
 from gemma4_static.oracle.fuzz.stages import STAGE_FIELDS, stage_rows
+from gemma4_static.oracle.groups.layers import FINITE, finite_rows
 from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.references.samples import image_prompt
-from gemma4_static.ports import PortPrefill, PortSetup
+from gemma4_static.ports import Gemma4Port, PortPrefill, PortSetup
 from gemma4_static.ports.static import StaticRuntimePort
 from tests.unit.oracle import broken_outputs
 from tests.unit.oracle.broken_outputs import FIELDS, OUTPUTS, UNJUDGED
@@ -111,3 +113,30 @@ def test_a_non_finite_value_is_named_with_its_output_and_count():
     assert count_non_finite(torch.tensor([1, 2])) == 0  # token ids: integers, finite by construction
     names = [name for name, _ in returned_tensors(result)]
     assert names == ["logits", "all_logits", "chunk_logits[0]", "chunk_logits[1]"]
+
+
+class FailingPort(Gemma4Port):
+    def prefill(self, prompt, *, keep_intermediates=False):
+        raise RuntimeError("its prefill failed")
+
+
+class PrefillRaised:
+    """A session whose port raised on the sample prompt's prefill (its error again on each read, as
+    the session keeps it)."""
+
+    @property
+    def ours(self):
+        try:
+            FailingPort().prefill(None)
+        except RuntimeError as error:
+            raise error from None
+
+
+def test_the_layers_groups_finite_row_counts_and_names_what_the_port_returned():
+    (row,) = finite_rows(SimpleNamespace(ours=PortPrefill(torch.zeros(1, 4), all_logits=torch.zeros(1, 2, 4))))
+    assert (row.stage, row.check, row.metric, row.value, row.status) == (
+        "prefill logits", FINITE, "non-finite values", 0, "PASS"
+    )  # fmt: skip
+    (raised,) = finite_rows(PrefillRaised())
+    assert (raised.stage, raised.check, raised.failed) == ("prefill logits", f"{FINITE}: the port raised", True)
+    assert "its prefill failed" in raised.detail
