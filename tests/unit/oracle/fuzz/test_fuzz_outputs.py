@@ -92,6 +92,11 @@ def test_soft_tokens_broken_alone_fail_their_stage_row(tiny_model):
     broken = dataclasses.replace(result, soft_tokens=broken_outputs.negated(result.soft_tokens))
     (failed,) = [row for row in stage_rows(tiny_model, None, broken, prompt, prompt) if row.failed]
     assert failed.stage == "vision prefill" and failed.value > 100 * failed.tolerance, failed
+    alone = {"hidden_states": "decoder layers", "per_layer_inputs": "PLE", "soft_tokens": "vision prefill"}
+    for field, stage in alone.items():  # each judged when it is the only one returned
+        only = PortPrefill(result.logits, **{field: getattr(result, field)})
+        assert {row.stage for row in stage_rows(tiny_model, None, only, prompt, prompt)} == {stage}, field
+    assert stage_rows(tiny_model, None, PortPrefill(result.logits), prompt, prompt) == []
 
 
 def test_logits_wrong_at_every_position_but_the_last_are_found(tiny_model):
