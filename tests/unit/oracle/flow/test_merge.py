@@ -13,7 +13,7 @@ import re
 import pytest
 
 from gemma4_static.commands import cli
-from gemma4_static.oracle.flow.merge import merge_reports
+from gemma4_static.oracle.flow.merge import load_shards, merge_reports
 from gemma4_static.oracle.flow.verify import verdict_over
 from gemma4_static.oracle.pages.verify_page import verify_page
 from gemma4_static.oracle.results.figures import grid_cell
@@ -184,3 +184,12 @@ def test_every_part_of_a_shards_identity_must_match(change, named):
     _, shards = _whole()
     with pytest.raises(ValueError, match=f"c.json is a shard of another run: {re.escape(named)}"):
         merge_reports(_other(shards, **change))
+
+
+def test_shards_are_loaded_under_their_paths(tmp_path):
+    _, shards = _whole()
+    paths = []
+    for name, document in shards:
+        (tmp_path / name).write_text(json.dumps(document))
+        paths.append(tmp_path / name)
+    assert [name for name, _ in load_shards(paths)] == [str(path) for path in paths]

@@ -13,7 +13,15 @@ import pytest
 
 from gemma4_static.commands import cli
 from gemma4_static.oracle.flow.verify import MINIMUM, NAMED
-from gemma4_static.oracle.pages.compare import KINDS, compare_reports, load_report, severity
+from gemma4_static.oracle.pages.compare import (
+    KINDS,
+    case_of,
+    compare_reports,
+    error_text,
+    load_report,
+    severity,
+    summary_lines,
+)
 from gemma4_static.oracle.pages.compare_page import compare_page
 from gemma4_static.oracle.pages.verify_page import verify_page
 from gemma4_static.oracle.results.diagrams import mask_diagram
@@ -339,3 +347,87 @@ def test_a_stages_largest_error_reads_info_errors_and_leaves_out_documented_dive
         12.04, abs=0.01
     )
     assert compare_reports(a, b, threshold_db=12.5).regressed_stages == [] and compare_reports(a, b, 12.0).regressed
+
+
+def test_a_rows_case_is_its_check_without_what_a_run_varies():
+    cases = {
+        "layers 0-4 hidden states [first: layer 2]": "layers 0-4 hidden states",
+        "prompt 20: 8 schedules, chunk ends, last token, 3 decode steps, vs float64": (
+            "prompt 20: schedules, chunk ends, last token, 3 decode steps"
+        ),
+        "cases run: 44 (2 refused by the port's limits, 0 over the budget)": "cases run",
+        "every valid position [worst: row 1 position 3]": "every valid position",
+        "a check with 8 schedules inside, vs float64 [widest: x]": "a check with schedules inside",
+    }
+    assert {check: case_of({"check": check}) for check in cases} == cases
+
+
+def test_severity_of_a_row_that_compared_nothing_is_none():
+    assert severity(_row("s", "c", "max abs diff", 0.5, 1.0, "SKIP", skipped="why")) is None  # a value, but skipped
+    assert severity(_row("s", "c", "max abs diff", None, 1.0, "FAIL")) is None  # a number that is not one
+
+
+def test_each_change_keeps_both_rows_and_its_kind_at_the_half_db_edge():
+    a, b = _one("PASS", 1e-5), _one("PASS", 1e-5 * 10 ** (0.6 / 20))
+    (change,) = compare_reports(_report(a), _report(b)).changes
+    assert change.kind == "worse" and change.loss_db == pytest.approx(0.6) and (change.a, change.b) == (a[0], b[0])
+    (back,) = compare_reports(_report(b), _report(a)).changes
+    assert back.kind == "better" and back.loss_db == pytest.approx(-0.6)
+
+
+def test_a_threshold_of_zero_is_a_threshold():
+    assert compare_reports(BEFORE, AFTER, threshold_db=0).threshold_db == 0
+    assert compare_reports(BEFORE, AFTER, threshold_db=0.5).regressed
+
+
+def test_a_stages_largest_error_is_over_all_its_rows_failing_ones_included():
+    a = _report(
+        [_row("s", "c", "max abs diff", 3e-3, 1e-4, "FAIL"), _row("s", "d", "max abs diff", 1e-3, 1e-4, "FAIL")]
+    )
+    b = _report(
+        [_row("s", "c", "max abs diff", 1e-3, 1e-4, "FAIL"), _row("s", "d", "max abs diff", 1e-3, 1e-4, "FAIL")]
+    )
+    (loss,) = compare_reports(a, b).stage_losses()
+    assert (loss.a_error, loss.b_error) == (3e-3, 1e-3)
+
+
+def test_the_terminal_summary_line_by_line():
+    a = _report(
+        [
+            *_one("PASS", 1e-5),
+            _row("t", "d", "matched prefix", 15, None, "INFO"),
+            _row("u", "e", "max abs diff", 1e-5, 1e-4, "PASS"),
+        ]
+    )
+    b = _report(
+        [
+            *_one("FAIL", 1e-3),
+            _row("t", "d", "matched prefix", 9, None, "INFO"),
+            _row("u", "e", "max abs diff", 1.2e-5, 1e-4, "PASS"),
+        ]
+    )
+    lines = summary_lines(compare_reports(a, b, threshold_db=6.0), ("a.json", "b.json"))
+    assert lines == [
+        "compare: A = a.json, B = b.json; threshold 6 dB",
+        "stages by the most B lost against A (largest absolute error, A -> B):",
+        "     +40.0 dB  s (1e-05 -> 0.001)",
+        "      +1.6 dB  u (1e-05 -> 1.2e-05)",
+        "rows newly failing: 1",
+        "  +40.0 dB PASS -> FAIL   s: c (max abs diff)",
+        "rows worse: 1",
+        "  +1.6 dB PASS -> PASS   u: e (max abs diff)",
+        "compare: regressed: 1 rows, 1 stages (exit 1)",
+    ]
+    assert error_text(1e-6) == "<= 1e-06" and error_text(5e-7) == "<= 1e-06" and error_text(2e-6) == "2e-06"
+
+
+def test_the_of_kind_order_is_the_largest_change_first_a_row_without_a_loss_last():
+    rows_a = [_row("s", c, "max abs diff", 1e-5, 1e-4, "PASS") for c in "xyz"] + [
+        _row("m", "p", "matched prefix", 5, None, "INFO")
+    ]
+    after = {"x": 2e-5, "y": 8e-5, "z": 1e-5}
+    rows_b = [_row("s", c, "max abs diff", value, 1e-4, "PASS") for c, value in after.items()]
+    rows_b.append(_row("m", "p", "matched prefix", 2, None, "INFO"))
+    comparison = compare_reports(_report(rows_a), _report(rows_b))
+    assert [change.case for change in comparison.of_kind("worse")] == ["y", "x"]
+    assert [change.case for change in comparison.of_kind("same")] == ["z", "p"]
