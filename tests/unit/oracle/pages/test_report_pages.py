@@ -425,9 +425,20 @@ def test_the_of_kind_order_is_the_largest_change_first_a_row_without_a_loss_last
     rows_a = [_row("s", c, "max abs diff", 1e-5, 1e-4, "PASS") for c in "xyz"] + [
         _row("m", "p", "matched prefix", 5, None, "INFO")
     ]
-    after = {"x": 2e-5, "y": 8e-5, "z": 1e-5}
+    after = {"x": 2e-5, "y": 8e-5, "z": 1e-5 * 10 ** (0.3 / 20)}  # z: 0.3 dB, the same
     rows_b = [_row("s", c, "max abs diff", value, 1e-4, "PASS") for c, value in after.items()]
     rows_b.append(_row("m", "p", "matched prefix", 2, None, "INFO"))
     comparison = compare_reports(_report(rows_a), _report(rows_b))
     assert [change.case for change in comparison.of_kind("worse")] == ["y", "x"]
     assert [change.case for change in comparison.of_kind("same")] == ["z", "p"]
+
+
+def test_the_summary_names_a_row_only_one_run_has_and_cuts_a_long_kind_after_twelve():
+    a = _report([_row("s", f"c{index}", "max abs diff", 1e-3, 1e-4, "FAIL") for index in range(13)])
+    b = _report([*_one("PASS", 1e-5)])
+    lines = summary_lines(compare_reports(a, b), ("a", "b"))
+    assert "rows no longer compared: 13" in lines and lines.count("  ... and 1 more") == 1
+    assert sum(line.startswith("  FAIL -> -") for line in lines) == 12
+    assert "rows newly compared: 1" in lines and "  - -> PASS      s: c (max abs diff)" in lines
+    twelve = summary_lines(compare_reports(_report(a["rows"][:12]), b), ("a", "b"))
+    assert not any("more" in line for line in twelve)
