@@ -94,7 +94,8 @@ def test_shards_merge_into_the_whole_runs_rows_and_verdict():
     assert merged["coverage"].startswith("2 of 2 layers")
     assert [cell["length"] for cell in merged["figures"]["grid"]] == [1, 5, 9, 13]
     assert merged["merged"] == {"shards": ["a.json", "b.json"]}
-    assert merge_reports(list(reversed(shards)))["rows"] == merged["rows"]  # the order given does not matter
+    backwards = merge_reports(list(reversed(shards)))  # the order given does not matter: shards by index
+    assert backwards["rows"] == merged["rows"] and backwards["merged"] == {"shards": ["a.json", "b.json"]}
 
 
 def test_a_failing_row_in_any_shard_fails_the_merged_run():
@@ -193,3 +194,39 @@ def test_shards_are_loaded_under_their_paths(tmp_path):
         (tmp_path / name).write_text(json.dumps(document))
         paths.append(tmp_path / name)
     assert [name for name, _ in load_shards(paths)] == [str(path) for path in paths]
+
+
+def test_what_every_shard_carries_reaches_the_merged_report():
+    """The reference both shards were judged from, each shard's figures beside the grid, the grid's cells
+    in order with refused and over-budget ones last (counted as not run), a shard without figures, a
+    row every shard wrote kept once, a non-finite value read back as NaN."""
+    _, shards = _whole()
+    first, second = (copy.deepcopy(document) for _, document in shards)
+    for document in (first, second):
+        document["reference"] = {"answers": "recorded: tiny-1"}
+    first["figures"]["layers"] = [{"layer": 0, "value": 1e-6}]
+    second["figures"]["grid"].append(_cell(3, "over budget"))
+    blank = {key: "" for key in ("detail", "skipped", "expected", "raised")}
+    skipped = {**blank, "stage": "schedules", "check": "images", "metric": "not checked", "value": None,
+               "tolerance": None, "status": "SKIP", "skipped": "no image profile", "group": "schedules",
+               "higher_is_better": False, "hf": None}  # fmt: skip
+    for document in (first, second):
+        document["rows"].append(dict(skipped))
+    nan = {**skipped, "stage": "conversation", "check": "prefill again", "metric": "max abs diff",
+           "tolerance": 1.0, "status": "FAIL", "skipped": "", "group": "decode"}  # fmt: skip
+    second["rows"].append(nan)
+    merged = merge_reports([("a.json", first), ("b.json", second)])
+    assert merged["reference"] == {"answers": "recorded: tiny-1"}
+    assert merged["figures"]["layers"] == [{"layer": 0, "value": 1e-6}]
+    assert [(cell["length"], cell["outcome"]) for cell in merged["figures"]["grid"]][-2:] == [
+        (3, "over budget"),
+        (13, "refused"),
+    ]
+    assert [row["check"] for row in merged["rows"]].count("images") == 1  # every shard wrote it: once
+    (again,) = [row for row in merged["rows"] if row["check"] == "prefill again"]
+    assert again["status"] == "FAIL" and again["value"] is None and merged["exit_code"] == 1
+    assert "cases run: 3 (1 refused by the port's limits, 1 over the budget)" in [
+        row["check"] for row in merged["rows"]
+    ]
+    del first["figures"], second["figures"]
+    assert merge_reports([("a.json", first), ("b.json", second)])["figures"]["grid"] == []
