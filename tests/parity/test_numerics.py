@@ -24,6 +24,7 @@ from gemma4_static.oracle.references import models
 from gemma4_static.oracle.references.samples import text_prompt
 from gemma4_static.oracle.results.report import assert_rows_pass, format_row
 from gemma4_static.runtime import StaticGemma4Runtime
+from tests import made_models
 
 PROFILES = list(GATES)
 # every check group of a profile run that depends on the dtype (masks are dtype-free, checked in fp32)
@@ -94,10 +95,7 @@ def test_fp16_finfo_min_makes_no_nan_but_is_flagged(tiny_model):
     to -inf beyond (q norms x 4: bound 46), where an fp16 adder would make a fully masked (padded)
     row NaN."""
     fill = torch.finfo(torch.float16).min
-    steep = copy.deepcopy(tiny_model)
-    for layer in steep.model.language_model.layers:
-        layer.self_attn.q_norm.weight.mul_(4.0)
-    for model, overflows in ((tiny_model, 0), (steep, 1)):
+    for model, overflows in ((tiny_model, 0), (made_models.steep(tiny_model), 1)):
         rows = run_verification(model, VerifyOptions(dtype=torch.float16, groups=("mask-value",), mask_value=fill))
         assert [row.value for row in rows] == [0.0, overflows]
         half = copy.deepcopy(model).to(torch.float16)
@@ -133,8 +131,7 @@ def test_no_nan_or_inf_for_the_default_mask_value(tiny_low_precision, lengths, d
 def test_overflow_report_names_the_first_overflowing_layer(tiny_model, monkeypatch, capsys):
     """Layer 3's up projection scaled by 1e6: in fp16 its output leaves the range first; verify
     names it (and, downstream, everything after it fails too)."""
-    model = copy.deepcopy(tiny_model)
-    model.model.language_model.layers[3].mlp.up_proj.weight.mul_(1e6)
+    model = made_models.overflowing(tiny_model)
     monkeypatch.setattr(models, "build_default_model", lambda name, **_: model)
     args = ["verify", "--dtype", "float16", "--no-export", "--without", "decode", "--without", "long-positions"]
     assert cli.main(args) == 1

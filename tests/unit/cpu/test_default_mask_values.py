@@ -7,14 +7,13 @@ does."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 
 from gemma4_static.cpu.checks import default_mask_value, mask_fill_value
 from gemma4_static.oracle.flow.verify import run_verification
 from gemma4_static.oracle.options import VerifyOptions
+from tests import made_models
 
 SCORE_BOUND = 30000.0  # far past any q.k of normed queries and keys (E2B's bound is in the tens)
 
@@ -34,10 +33,7 @@ def test_the_fp16_default_leaves_headroom_and_zeroes_masked_weights():
 
 
 def test_the_fp16_default_overflows_nowhere_on_a_steep_model(tiny_model):
-    steep = copy.deepcopy(tiny_model)
-    with torch.no_grad():
-        for layer in steep.model.language_model.layers:
-            layer.self_attn.q_norm.weight.mul_(4.0)  # scores up to 46: past what finfo.min survives in fp16
+    steep = made_models.steep(tiny_model)  # scores up to 46: past what finfo.min survives in fp16
     for fill, overflows in ((None, 0.0), (torch.finfo(torch.float16).min, 1.0)):
         rows = run_verification(steep, VerifyOptions(dtype=torch.float16, groups=("mask-value",), mask_value=fill))
         assert [row.value for row in rows] == [0.0, overflows], [(row.check, row.value) for row in rows]

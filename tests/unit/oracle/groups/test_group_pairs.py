@@ -12,7 +12,6 @@ CPU: counts exactly, errors within 1% (each fault moves its figure by orders of 
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import math
 from dataclasses import dataclass, field, replace
@@ -32,6 +31,7 @@ from gemma4_static.oracle.references.samples import text_prompt
 from gemma4_static.oracle.results.report import Row
 from gemma4_static.ports import PortSetup
 from gemma4_static.ports.static import StaticRuntimePort
+from tests import made_models
 
 pytestmark = pytest.mark.xdist_group("group-pairs")  # one worker: the correct runs are shared
 HOST = "gemma4_static.oracle.faults.host_faults"
@@ -165,10 +165,7 @@ def model_of(tiny_model):
             return tiny_model
         if name == "hf-tester":
             return models.build_default_model(name)
-        model = copy.deepcopy(tiny_model)
-        with torch.no_grad():
-            model.model.language_model.layers[3].mlp.up_proj.weight.mul_(1e6)
-        return model
+        return made_models.overflowing(tiny_model)
 
     return built
 
