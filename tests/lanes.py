@@ -17,8 +17,9 @@ OPT_IN_LANES = {
     ),
     "--gemma4-executorch": (
         "executorch",
-        "the ExecuTorch lane: the text model as one program and every stage lowered with XNNPACK (each program "
-        "lowered once, then read from the program cache; the a8w8 programs are the nightly lane's)",
+        "the ExecuTorch lane: the text model as one program, images through the vision and fusion programs, lowered "
+        "with XNNPACK (each program lowered once, then read from the program cache; every stage its own program and "
+        "the a8w8 programs are the nightly lane's)",
     ),
     "--gemma4-numerics": (
         "numerics",
@@ -42,17 +43,18 @@ OPT_IN_LANES = {
     ),
     "--gemma4-nightly": (
         "nightly",
-        "what only the nightly job runs (not the README's test command): the a8w8 programs (the text model as one "
-        "quantized program, every stage quantized), the one program's traced twin, the fault self-test inside a "
-        "lowered program, the plugin from a wheel built and installed in a fresh venv, the E2B geometry's integer "
-        "schemes (also in CI's kernel-set matrix), two of executorch-gemma4's four recipes on the default model, "
-        "the long context on the 31B and 26B-A4B geometries and for the ports on the E2B geometry, verify on a "
-        "checkpoint of E2B's real widths (its first 10 layers, 3.2 GB in bfloat16) within its memory estimate",
+        "what only the nightly job runs (not the README's test command): every stage its own ExecuTorch program, the "
+        "a8w8 programs (the text model as one quantized program, every stage quantized), the one program's traced "
+        "twin, the fault self-test inside a lowered program, the plugin from a wheel built and installed in a fresh "
+        "venv, the E2B geometry's integer schemes (also in CI's kernel-set matrix), two of executorch-gemma4's four "
+        "recipes on the default model, the long context on the 31B and 26B-A4B geometries, the ports' grid and long "
+        "context on the E2B geometry, the numerics lane under each kernel set, verify on a checkpoint of E2B's real "
+        "widths (its first 10 layers, 3.2 GB in bfloat16) within its memory estimate",
     ),
     "--gemma4-kernels": (
         "kernels",
-        "the numerics lane and verify (in the dtype whose kernels the set changes) under every CPU kernel set this "
-        "machine runs",
+        "verify (in the dtype whose kernels the set changes) under every CPU kernel set this machine runs (the "
+        "numerics lane under each: the nightly lane and CI's kernel-set matrix)",
     ),
 }
 # markers that are no lane: what a test needs to run at all

@@ -17,7 +17,7 @@ from gemma4_static.oracle.numerics.kernel_sets import KERNEL_SETS, MARKER
 from gemma4_static.oracle.references.hf import hf_prefill
 from gemma4_static.oracle.references.models import build_default_model
 from gemma4_static.oracle.references.samples import image_prompt, processed_images, text_prompt
-from tests.parity.edge_layout import BACKENDS, BATCH, edge_image_case
+from tests.parity.edge_layout import BACKEND_PARAMS, BACKENDS, BATCH, edge_image_case
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def text_prompt_near_window(tiny_model):
     return text_prompt(tiny_model.config, [9, 4], seed=12)
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=BACKEND_PARAMS)
 def text_setup(request, edge_runtimes, text_prompt_near_window):
     return text_prompt_near_window, edge_runtimes[request.param], request.param
 

@@ -7,11 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from gemma4_static.oracle.references.samples import image_prompt
 from gemma4_static.ports.prompt import Prompt
 
 BATCH = 2
 BACKENDS = ("executorch", "executorch-stages")  # the lane's two ExecuTorch backends
+# as test parameters: the one program (the default) on every run; every stage its own program (each
+# layer's prefill and decode programs on top, about 150 s of one worker's lowering) in the nightly lane
+BACKEND_PARAMS = (pytest.param("executorch"), pytest.param("executorch-stages", marks=pytest.mark.nightly))
 EDGE_GROUP = "executorch-tiny"  # the xdist group of the tests that lower these programs: one worker lowers them
 
 

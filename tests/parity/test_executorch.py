@@ -28,7 +28,7 @@ from gemma4_static.oracle.results.report import assert_rows_pass, merge
 from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 from gemma4_static.stack import LayerStack
-from tests.parity.edge_layout import BACKENDS, EDGE_GROUP
+from tests.parity.edge_layout import BACKEND_PARAMS, EDGE_GROUP
 
 FP32 = torch.float32
 # one worker lowers the lane's programs (two workers would each build the module's edge_runtimes, one
@@ -61,7 +61,7 @@ def test_prefill_decode_and_generation_match_hf(text_setup, tiny_model, report):
     assert_rows_pass(rows)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
 def test_generation_with_two_image_slots_matches_hf(tiny_model, edge_case, backend, report):
     prompt, max_seq = edge_case
     runtime = StaticGemma4Runtime(
@@ -140,6 +140,7 @@ def test_the_fault_self_test_reaches_inside_the_program(tiny_model, report):
     assert result.caught and result.failed[0].stage == "decoder layers"
 
 
+@pytest.mark.nightly  # the stage programs' (BACKEND_PARAMS)
 def test_operator_report(edge_runtimes, text_prompt_near_window):
     """Each stage program says what XNNPACK took and what fell back to the portable kernels: with the
     lowering decompositions (``npu.delegable``) a decoder layer is one XNNPACK subgraph, RMSNorm,

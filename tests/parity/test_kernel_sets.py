@@ -1,9 +1,9 @@
-"""The low-precision gates under every kernel set this CPU can run (``gemma4-static kernels``): the
-numerics lane on the default model (both dtypes) and ``verify`` in the dtype whose kernels the set
-changes, in new processes started under each set, since the kernels are chosen at process start. A
-set the CPU lacks is skipped with the flag it misses. The E2B geometry's profiles under each set
-(the same code path as the tiny model's, at seven times the time: 350 s of the 450 s the no-vector
-set took) are the kernel-set matrix's in CI, one job per set running the whole numerics lane."""
+"""The low-precision gates under every kernel set this CPU can run (``gemma4-static kernels``):
+``verify`` in the dtype whose kernels the set changes and (nightly) the numerics lane on the default
+model (both dtypes), in new processes started under each set, since the kernels are chosen at process
+start. A set the CPU lacks is skipped with the flag it misses. The whole numerics lane under each set,
+the E2B geometry's profiles included (seven times the tiny model's time: 350 s of the 450 s the
+no-vector set took), is CI's kernel-set matrix's on every pull request, one job per set."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ def _plain(env: dict[str, str]) -> dict[str, str]:
     return {**{key: value for key, value in env.items() if not key.startswith("PYTEST_XDIST")}, "OMP_NUM_THREADS": "1"}
 
 
+@pytest.mark.nightly  # ~40 s a set; on every pull request CI's kernel-set matrix runs the lane under each set
 def test_numerics_lane_passes_under_the_kernel_set(kernel_set, report):
     env = _plain(kernel_set.environment())
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0", "--gemma4-numerics"]

@@ -10,25 +10,38 @@ import pytest
 import torch
 
 from gemma4_static.oracle.flow.verify import verify
-from gemma4_static.oracle.groups import names
 from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.ports import PortPrefill
 from gemma4_static.ports.static import StaticRuntimePort
 from tests.unit.oracle.broken_outputs import OUTPUTS
 
 pytestmark = pytest.mark.self_test
-CHECKED = tuple(group for group in names() if group not in ("export", "routing"))
+# each output, the group that judges it and the one stage that fails when it alone is broken
+JUDGED_BY = {
+    "logits": ("layers", "prefill logits"),
+    "hidden_states": ("layers", "decoder layers"),
+    "per_layer_inputs": ("inputs", "PLE"),
+    "soft_tokens": ("inputs", "vision prefill"),
+    "all_logits": ("layers", "prefill logits"),
+    "chunk_logits": ("schedules", "schedules"),
+    "decode": ("decode", "decode steps"),
+    "generate": ("decode", "generation"),
+}
 BROKEN = "tests.unit.oracle.broken_outputs"
+
+
+def test_every_output_has_the_group_that_judges_it():
+    assert set(JUDGED_BY) == set(OUTPUTS)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("output", OUTPUTS)
 def test_each_output_broken_alone_fails_verify(output, dtype, tiny_model):
-    result = verify(
-        tiny_model, VerifyOptions(dtype=dtype, port=f"{BROKEN}:Negated_{output}", groups=CHECKED, schedules_budget=60)
-    )
+    group, stage = JUDGED_BY[output]
+    options = VerifyOptions(dtype=dtype, port=f"{BROKEN}:Negated_{output}", groups=(group,), schedules_budget=60)
+    result = verify(tiny_model, options)
     failed = sorted({row.stage for row in result.rows if row.failed})
-    assert failed, f"{output} broken in {dtype} and nothing failed: {result.verdict.summary()}"
+    assert failed == [stage], f"{output} broken in {dtype}: {result.verdict.summary()}"
 
 
 class BrokenPlainLogits(StaticRuntimePort):

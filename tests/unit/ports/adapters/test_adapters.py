@@ -33,9 +33,10 @@ MODELS = ("tiny", "e2b-geometry")
 # documents (its mask update), so more cases only repeat that. The tiny model's grid runs whole (44
 # cases, verify's own budget) for both.
 E2B_GRID_BUDGET = {"executorch-gemma4": 150, "qnn-gemma4": 50}
-# the long context on the E2B geometry (~35 s for ExecuTorch's port, ~15 s for Qualcomm's): nightly; the
-# tiny model's, with E2B's RoPE parameters, runs here on every run, and CI's E2B steps run verify whole
-NIGHTLY_CASES = {("e2b-geometry", "long-positions")}
+# on the E2B geometry, the long context (~35 s for ExecuTorch's port, ~15 s for Qualcomm's) and the grid
+# at the budget above (~45 s each): nightly; the tiny model's (with E2B's RoPE parameters for the long
+# context) run here on every run, and CI's E2B steps run verify whole
+NIGHTLY_CASES = {("e2b-geometry", "long-positions"), ("e2b-geometry", "schedules")}
 
 pytest.importorskip("executorch", reason="the ports lane needs the ports extra: pip install -e '.[ports]'")
 from executorch.examples.models.gemma4.text_decoder.gemma4_transformer import Gemma4ForCausalLM  # noqa: E402
