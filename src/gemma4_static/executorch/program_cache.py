@@ -74,44 +74,53 @@ def cached_lowering(
     if identity in _IN_PROCESS:
         return _IN_PROCESS[identity].lowered
     methods = export()
-    folder = cache_folder()
-    if folder is None:
+    lowering = Path(__file__).with_name("lowering.py").read_bytes()
+    toolchain = (torch.__version__, metadata.version("executorch"), lowering)
+
+    def program() -> tuple[bytes, dict[str, Any]]:
         lowered = build(methods)
-    else:
-        lowered = _on_disk(folder, content_key(methods, options), lambda: build(methods), label)
+        return lowered.buffer, {"delegated": lowered.delegated, "portable": list(lowered.portable)}
+
+    buffer, facts = stored(content_key(methods, options, toolchain), program, label=label, suffix=".pte")
+    lowered = Lowered(buffer, facts["delegated"], tuple(facts["portable"]))
     _IN_PROCESS[identity] = _Entry(owner, label, quantized, lowered)
     return lowered
 
 
-def _on_disk(folder: Path, key: str, build: Callable[[], Lowered], label: str) -> Lowered:
-    """The program ``key`` from ``folder``, else ``build()`` written there with its facts (``label``,
-    the seconds the lowering took, what XNNPACK took and what fell back): the folder says what it holds."""
+def stored(
+    key: str, build: Callable[[], tuple[bytes, dict[str, Any]]], *, label: str, suffix: str
+) -> tuple[bytes, dict[str, Any]]:
+    """The bytes and facts kept under the content ``key`` (a file ``key + suffix`` and its facts in
+    ``key.json``), else ``build()``'s, written there for the next run; built each time without a disk
+    cache (``$GEMMA4_STATIC_PROGRAM_CACHE=off``). Any compiled form of a stage goes through here."""
+    folder = cache_folder()
+    if folder is None:
+        return build()
     from filelock import FileLock
 
     folder.mkdir(parents=True, exist_ok=True)
-    program, about = folder / f"{key}.pte", folder / f"{key}.json"
+    compiled, about = folder / f"{key}{suffix}", folder / f"{key}.json"
     with FileLock(folder / f"{key}.lock"):
-        if program.exists() and about.exists():
-            facts = json.loads(about.read_text())
-            return Lowered(program.read_bytes(), facts["delegated"], tuple(facts["portable"]))
+        if compiled.exists() and about.exists():
+            return compiled.read_bytes(), json.loads(about.read_text())
         started = time.perf_counter()
-        lowered = build()
-        facts = {"label": label, "seconds": round(time.perf_counter() - started, 1)}
-        facts |= {"delegated": lowered.delegated, "portable": list(lowered.portable)}
-        for path, data in ((program, lowered.buffer), (about, json.dumps(facts).encode())):
+        buffer, facts = build()
+        written = {"label": label, "seconds": round(time.perf_counter() - started, 1), **facts}
+        for path, data in ((compiled, buffer), (about, json.dumps(written).encode())):
             partial = path.with_suffix(path.suffix + ".partial")
             partial.write_bytes(data)
             partial.replace(path)  # atomic: a reader never sees half a program
-        return lowered
+        return buffer, written
 
 
-def content_key(methods: dict[str, torch.export.ExportedProgram], options: dict[str, Any]) -> str:
-    """A SHA-256 of what a lowering reads: each method's graph code and signature, its inputs' shapes
-    and dtypes, its weights and constants (names, dtypes, shapes, bytes), the ``options``, the
-    lowering module's source and the torch and executorch versions."""
+def content_key(
+    methods: dict[str, torch.export.ExportedProgram], options: dict[str, Any], toolchain: tuple[str | bytes, ...]
+) -> str:
+    """A SHA-256 of what a compilation reads: each method's graph code and signature, its inputs'
+    shapes and dtypes, its weights and constants (names, dtypes, shapes, bytes), the ``options`` and
+    the ``toolchain`` (the versions and source of what compiles it)."""
     digest = hashlib.sha256()
-    lowering = Path(__file__).with_name("lowering.py").read_bytes()
-    for part in (torch.__version__, metadata.version("executorch"), repr(sorted(options.items())), lowering):
+    for part in (*toolchain, repr(sorted(options.items()))):
         digest.update(part if isinstance(part, bytes) else part.encode())
     for name, program in sorted(methods.items()):
         digest.update(f"{name}\n{program.graph_module.code}\n{program.graph_signature}".encode())

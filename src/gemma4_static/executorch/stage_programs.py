@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
+from ..npu.flat_call import FlatInputs, call_signature, flat_tensors, output_structure
 from ..npu.stages import runs_on_npu
 from .lowering import export_for_lowering, lower
 from .program_cache import Lowered
@@ -36,57 +37,6 @@ class LoadedMethod:
     lowered: Lowered
 
 
-def _fixed(leaf: Any) -> tuple | None:
-    """How a program rebuilds an argument it does not take as an input: ``None`` stays ``None``, an
-    empty tensor (a model's missing per-layer inputs, ``(B, S, 0)``) is made inside the program
-    (ExecuTorch's runtime aborts on an empty input whose leading dim is above 1); ``None`` for a
-    tensor the program takes."""
-    if leaf is None:
-        return ("none",)
-    if isinstance(leaf, torch.Tensor) and leaf.numel() == 0:
-        return ("empty", tuple(leaf.shape), leaf.dtype)
-    return None
-
-
-def _tensors(args: tuple) -> tuple[list[torch.Tensor], Any, tuple[tuple | None, ...]]:
-    """The tensors a program takes among ``args`` (nested tuples flattened), the structure, and how
-    each leaf it does not take is rebuilt (:func:`_fixed`)."""
-    leaves, spec = pytree.tree_flatten(args)
-    fixed = tuple(_fixed(leaf) for leaf in leaves)
-    return [leaf for leaf, rebuilt in zip(leaves, fixed, strict=True) if rebuilt is None], spec, fixed
-
-
-class _FlatInputs(nn.Module):
-    """``module`` called with its arguments rebuilt from a flat list of tensors."""
-
-    def __init__(self, module: nn.Module, spec: Any, fixed: tuple[tuple | None, ...]) -> None:
-        super().__init__()
-        self.module, self.spec, self.fixed = module, spec, fixed
-
-    def forward(self, *tensors: torch.Tensor) -> Any:
-        given = iter(tensors)
-        leaves = [
-            next(given)
-            if rebuilt is None
-            else None
-            if rebuilt[0] == "none"
-            else torch.zeros(rebuilt[1], dtype=rebuilt[2])
-            for rebuilt in self.fixed
-        ]
-        return self.module(*pytree.tree_unflatten(leaves, self.spec))
-
-
-def _out_spec(module: nn.Module, args: tuple) -> Any:
-    """The structure of ``module``'s outputs at ``args`` (a program returns them flat)."""
-    with torch.no_grad():
-        return pytree.tree_structure(module(*args))
-
-
-def _signature(args: tuple) -> tuple:
-    tensors, spec, fixed = _tensors(args)
-    return str(spec), fixed, tuple((tuple(t.shape), t.dtype) for t in tensors)
-
-
 def stage_weights(module: nn.Module) -> tuple:
     """What identifies a stage: its class and its weight tensors (stages built twice from one model
     share them), or the module itself when it holds none."""
@@ -98,14 +48,14 @@ def stage_program(module: nn.Module, args: tuple, quantization: Any = None) -> L
     """``module`` at the static signature of ``args`` as an ExecuTorch program (through the cache);
     with a ``quantization`` (:class:`~gemma4_static.executorch.xnnpack_quant.XnnpackQuantization`),
     the exported graph quantized first (PT2E)."""
-    weights, signature = stage_weights(module), _signature(args)
+    weights, signature = stage_weights(module), call_signature(args)
     # runtimes that adopted one calibration share its observer states, and so its programs
     key = (weights, signature, None if quantization is None else id(quantization.observers))
 
     def exported() -> dict[str, torch.export.ExportedProgram]:
-        tensors, spec, fixed = _tensors(args)
+        tensors, spec, fixed = flat_tensors(args)
         example = tuple(tensor.contiguous() for tensor in tensors)  # programs take dense inputs
-        program = export_for_lowering(_FlatInputs(module, spec, fixed), example)
+        program = export_for_lowering(FlatInputs(module, spec, fixed), example)
         if quantization is not None:
             program = export_for_lowering(quantization.quantized(program.module(), weights, signature), example)
         return {"forward": program}
@@ -134,22 +84,23 @@ class EdgeStage:
     def program(self, args: tuple) -> LoadedMethod:
         """The loaded program for the signature of ``args`` (lowered, or read from the cache, on first use)."""
         quantization = self.quantization
-        key = (_signature(args), None if quantization is None else id(quantization.observers))
+        key = (call_signature(args), None if quantization is None else id(quantization.observers))
         if key not in self._loaded:
             from executorch.runtime import Runtime
 
             lowered = stage_program(self.module, args, quantization)
             program = Runtime.get().load_program(lowered.buffer)
-            method, out_spec = program.load_method("forward"), _out_spec(self.module, args)
+            method, out_spec = program.load_method("forward"), output_structure(self.module, args)
             self._loaded[key] = LoadedMethod(method, out_spec, program, lowered)
         return self._loaded[key]
 
     def __call__(self, *args: Any) -> Any:
         if self.quantization is not None and self.quantization.recording:
-            self.quantization.record(self.weights, _signature(args), [t.contiguous() for t in _tensors(args)[0]])
+            inputs = [tensor.contiguous() for tensor in flat_tensors(args)[0]]
+            self.quantization.record(self.weights, call_signature(args), inputs)
             return self.module(*args)
         program = self.program(args)
-        outputs = program.method.execute([tensor.contiguous() for tensor in _tensors(args)[0]])
+        outputs = program.method.execute([tensor.contiguous() for tensor in flat_tensors(args)[0]])
         # the method's output buffers are reused by its next call: keep copies
         return pytree.tree_unflatten([output.clone() for output in outputs], program.out_spec)
 

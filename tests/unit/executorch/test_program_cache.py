@@ -25,15 +25,20 @@ def _exported(module: torch.nn.Module, rows: int) -> dict[str, torch.export.Expo
     return {"forward": export_for_lowering(module, (torch.ones(rows, 4),))}
 
 
+TOOLCHAIN = ("torch 2.13", "compiler 1.0", b"compiler source")
+
+
 def test_the_key_follows_the_content():
     module = Scale(4)
-    key = content_key(_exported(module, 2), {})
-    assert key == content_key(_exported(Scale(4), 2), {})  # another module of the same content
-    assert key != content_key(_exported(module, 3), {})  # same graph code, another input shape
-    assert key != content_key(_exported(module, 2), {"mutable_buffers": ("k_cache",)})
+    key = content_key(_exported(module, 2), {}, TOOLCHAIN)
+    assert key == content_key(_exported(Scale(4), 2), {}, TOOLCHAIN)  # another module of the same content
+    assert key != content_key(_exported(module, 3), {}, TOOLCHAIN)  # same graph code, another input shape
+    assert key != content_key(_exported(module, 2), {"mutable_buffers": ("k_cache",)}, TOOLCHAIN)
+    assert key != content_key(_exported(module, 2), {}, (*TOOLCHAIN[:2], b"compiler source changed"))
+    assert key != content_key(_exported(module, 2), {}, ("torch 2.14", *TOOLCHAIN[1:]))
     with torch.no_grad():
         module.weight[0] += 1e-6
-    assert key != content_key(_exported(module, 2), {})  # one weight moved
+    assert key != content_key(_exported(module, 2), {}, TOOLCHAIN)  # one weight moved
 
 
 def test_a_program_is_lowered_once_then_read_from_disk(fresh):

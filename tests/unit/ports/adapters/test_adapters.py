@@ -198,9 +198,9 @@ def test_executorch_gemma4_in_bfloat16_fails_its_gates_through_its_rope_frequenc
     )
 
 
-# 8da8w and 8da4w+emb8 cover both linear schemes and the embedding's on every run; the other two
-# combinations of them (about 13 s each) are the nightly lane's
-ON_EVERY_RUN = ("8da8w", "8da4w+emb8")
+# 8da8w end to end on every run, 8da4w+emb8 (the other linear scheme and the embedding's) on the E2B
+# geometry below; the default model in the other three recipes (13 to 35 s each) is the nightly lane's
+ON_EVERY_RUN = ("8da8w",)
 
 
 @pytest.mark.parametrize(

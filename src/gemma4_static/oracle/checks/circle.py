@@ -1,0 +1,42 @@
+"""Circle round-trip rows: each stage case converted by TICO and executed by onert
+(:mod:`gemma4_static.circle.graphs`) against the module it came from, output by output, on the same
+inputs. A graph TICO does not convert, or onert does not load, is a FAIL row naming the stage and
+the refusal (onert's own message is printed on its stderr, not in its exception).
+
+Tolerance: float32 summation orders only (onert's CPU kernels against PyTorch's, as XNNPACK's
+against the PyTorch backend): ``tolerances.RELATIVE``, ``2e-5 * max(1, max |module|)``."""
+
+from __future__ import annotations
+
+import torch
+from torch.utils import _pytree as pytree
+
+from ...export import StageCase
+from ..results import tolerances
+from ..results.report import Row
+from .parity import compare
+
+STAGE = "circle round-trip"
+
+
+def circle_rows(cases: list[StageCase], *, disabled: tuple[str, ...] = ()) -> list[Row]:
+    """A row per output of each case's Circle graph against the case's module (``disabled``: TICO
+    passes left out of the conversion), or one FAIL row for a case that does not convert or load."""
+    from ...circle.graphs import CircleSession, convert, refusals
+    from ...npu.flat_call import flat_tensors
+
+    rows = []
+    for case in cases:
+        try:
+            session = CircleSession(convert(case.module, case.args, label=case.name, disabled=disabled))
+            outputs = session(flat_tensors(case.args)[0])
+        except refusals() as error:
+            refusal = f"{case.name}: {type(error).__name__}: {str(error).splitlines()[0]}"
+            rows.append(Row(STAGE, refusal, "max abs diff", float("inf"), 0.0))
+            continue
+        with torch.no_grad():
+            expected = pytree.tree_leaves(case.module(*case.args, **case.kwargs))
+        for index, (mine, reference) in enumerate(zip(outputs, expected, strict=True)):
+            tolerance = tolerances.scaled(tolerances.RELATIVE[torch.float32], reference)
+            rows.append(compare(STAGE, f"{case.name} output {index}", mine, reference, tolerance))
+    return rows
