@@ -14,13 +14,13 @@ from typing import Any
 
 import torch
 
+from .backends import Backend, backend_named
 from .cpu.cache import StaticKVCache
 from .cpu.checks import mask_fill_value
 from .cpu.greedy import greedy
 from .cpu.inputs import StaticInputs, build_static_inputs, check_eos_token_ids, check_next_ids, llm_ids
 from .cpu.layout import StaticLayout, image_slots_argument, vision_profiles_argument
 from .cpu.schedule import expand_schedule
-from .executorch.backends import Backend, backend_named
 from .multimodal import fuse_images
 from .npu.stages import build_stages
 from .quant.sites import observed_positions

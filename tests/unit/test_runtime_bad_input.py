@@ -317,10 +317,19 @@ def test_eos_token_id_outside_the_vocabulary(text_runtime, eos_token_id):
 
 
 def test_unknown_backend_and_a_missing_executorch_extra(tiny_model, monkeypatch):
-    with pytest.raises(
-        ValueError, match=r"backend must be one of \('torch', 'executorch', 'executorch-stages'\), got 'tpu'"
-    ):
+    known = r"\('torch', 'executorch', 'executorch-stages', 'circle-stages'\)"
+    with pytest.raises(ValueError, match=rf"backend must be one of {known}, got 'tpu'"):
         StaticGemma4Runtime(tiny_model, max_seq=8, backend="tpu")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ValueError, match=r"backend='executorch' needs the executorch extra"):
         StaticGemma4Runtime(tiny_model, max_seq=8, backend="executorch")
+    with pytest.raises(
+        ValueError,
+        match=r"backend='circle-stages' needs the circle extra \(tico and onert not installed; onert has wheels",
+    ):
+        StaticGemma4Runtime(tiny_model, max_seq=8, backend="circle-stages")
+
+
+def test_an_integer_scheme_on_circle_graphs_is_refused(tiny_model):
+    with pytest.raises(ValueError, match=r"backend='circle-stages' runs float graphs .*, got quant='a8w8'"):
+        StaticGemma4Runtime(tiny_model, max_seq=8, backend="circle-stages", quant="a8w8")

@@ -1,6 +1,6 @@
 """A stage as a Circle graph: ``tico.convert`` of the stage called with its flat list of tensors
 (:mod:`..npu.flat_call`), kept in the program cache by content (the exported graph, its weights,
-TICO's version and configuration, this module's and its rewrite's source), and executed by onert, which takes and
+TICO's version and configuration, this module's and its rewrites' source), and executed by onert, which takes and
 returns numpy arrays in the graph's input order. ``tico`` and ``onert`` are imported only here."""
 
 from __future__ import annotations
@@ -22,16 +22,17 @@ from torch import nn
 
 from ..executorch.program_cache import cache_folder, content_key, stored
 from ..npu.flat_call import FlatInputs, flat_tensors
-from .decompositions import rank2_linear
-
-EXTRA = "the circle extra: pip install 'gemma4-static[circle]' (onert has wheels for CPython 3.10 to 3.12)"
+from .decompositions import circle_rewrites
 
 
 def circle_missing() -> str | None:
-    """Why Circle graphs cannot be made and run here (a missing package and the extra that brings it),
-    or ``None``."""
+    """What Circle graphs need that is not installed here (the packages and the extra that brings
+    them), or ``None``."""
     missing = [name for name in ("tico", "onert") if importlib.util.find_spec(name) is None]
-    return f"{' and '.join(missing)} not installed: {EXTRA}" if missing else None
+    if not missing:
+        return None
+    wheels = "onert has wheels for CPython 3.10 to 3.12"
+    return f"the circle extra ({' and '.join(missing)} not installed; {wheels}): pip install 'gemma4-static[circle]'"
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def convert(
     tensors, spec, fixed = flat_tensors(args)
     example = tuple(tensor.contiguous() for tensor in tensors)
     flat = FlatInputs(module, spec, fixed).eval()
-    with torch.no_grad(), rank2_linear():
+    with torch.no_grad(), circle_rewrites():
         exported = torch.export.export(flat, example, strict=False)
     options = {**dict(sorted((config or {}).items())), "disabled passes": tuple(sorted(disabled))}
     sources = tuple(Path(__file__).with_name(name).read_bytes() for name in ("graphs.py", "decompositions.py"))

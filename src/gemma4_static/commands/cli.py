@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from ..executorch.backends import BACKENDS
+from ..backends import BACKENDS
 from ..oracle.options import group_names
 from . import compare as compare_command
 from . import fuzz as fuzz_command
@@ -156,8 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--backend",
         choices=tuple(BACKENDS),
         default="torch",
-        help="run the NPU stages as PyTorch modules or on ExecuTorch (needs the executorch extra): executorch = the "
-        "text model as one program with the KV cache inside it, executorch-stages = one program per stage",
+        help="run the NPU stages as PyTorch modules, on ExecuTorch (the executorch extra) or as Circle graphs in "
+        "onert (the circle extra): executorch = the text model as one program with the KV cache inside it, "
+        "executorch-stages = one program per stage, circle-stages = one Circle graph per stage (TICO, onert)",
     )
     verify.add_argument(
         "--without",

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..executorch.backends import BACKENDS
+from ..backends import BACKENDS
 
 DATABASE = Path(".hypothesis") / "gemma4-fuzz"  # failing examples, kept between runs (shareable)
 

@@ -12,7 +12,7 @@ from typing import TextIO
 
 import torch
 
-from ..executorch.backends import backend_named
+from ..backends import backend_named
 from ..oracle.flow import verify  # looked up per call: a test's substitute must not outlive it
 from ..oracle.groups import GROUPS
 from ..oracle.groups.export import GROUP as EXPORT

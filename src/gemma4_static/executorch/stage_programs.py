@@ -11,7 +11,6 @@ tensors), lowered by :mod:`.lowering`. Programs are cached per (weights, signatu
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +18,8 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from ..npu.flat_call import FlatInputs, call_signature, flat_tensors, output_structure
-from ..npu.stages import runs_on_npu
+from ..npu.flat_call import CompiledStage, FlatInputs, call_signature, flat_tensors, output_structure
+from ..npu.stages import compiled_stages
 from .lowering import export_for_lowering, lower
 from .program_cache import Lowered
 
@@ -63,19 +62,15 @@ def stage_program(module: nn.Module, args: tuple, quantization: Any = None) -> L
     return lower(key, module, exported, label=weights[0], quantized=quantization is not None)
 
 
-class EdgeStage:
+class EdgeStage(CompiledStage):
     """Calls ``module``'s ExecuTorch program for the signature it is called with (lowered on first
     use). With a ``quantization`` the program is quantized; while that calibrates, the stage runs
     ``module`` in float and records its inputs."""
 
     def __init__(self, name: str, module: nn.Module, quantization: Any = None) -> None:
-        self.name, self.module, self.quantization = name, module, quantization
+        super().__init__(name, module)
+        self.quantization = quantization
         self._loaded: dict[tuple, LoadedMethod] = {}
-
-    def __getattr__(self, attribute: str) -> Any:  # the stage's own attributes (e.g. ``reuses_kv``)
-        if attribute in ("module", "_loaded"):  # not set yet (e.g. while copying): no recursion
-            raise AttributeError(attribute)
-        return getattr(self.module, attribute)
 
     @property
     def weights(self) -> tuple:
@@ -114,19 +109,8 @@ def stage_programs(stages: Any, quantization: Any = None) -> Any:
     """A copy of ``stages`` (the PyTorch :class:`~gemma4_static.npu.stages.Stages`) whose every deployed
     stage runs through ExecuTorch (the stages ``quantization`` quantizes as quantized programs)."""
 
-    def wrap(name: str, stage: nn.Module | None) -> EdgeStage | nn.Module | None:
-        if stage is None or not runs_on_npu(stage):
-            return stage
-        return EdgeStage(
-            name, stage, quantization if quantization is not None and quantization.quantizes(stage) else None
-        )
+    def edge_stage(name: str, stage: nn.Module) -> EdgeStage:
+        quantized = quantization is not None and quantization.quantizes(stage)
+        return EdgeStage(name, stage, quantization if quantized else None)
 
-    return dataclasses.replace(
-        stages,
-        embedding=wrap("token_embedding", stages.embedding),
-        per_layer_inputs=wrap("per_layer_inputs", stages.per_layer_inputs),
-        vision=wrap("vision_prefill", stages.vision),
-        fusions=tuple(wrap(f"fusion{index}", fusion) for index, fusion in enumerate(stages.fusions)),
-        layers=tuple(wrap(f"layer{index:02d}", layer) for index, layer in enumerate(stages.layers)),
-        lm_head=wrap("lm_head", stages.lm_head),
-    )
+    return compiled_stages(stages, edge_stage)

@@ -86,7 +86,7 @@ class DecoderLayer(nn.Module):
                 raise ValueError("kv must be given to a layer that reuses K/V")
             key, value = attended = kv
         else:
-            attended = (key, value) if kv is None else _place(kv, key, value, slots)
+            attended = (key, value) if kv is None else place_in_cache(kv, key, value, slots)
         return self.attend_and_feed_forward(hidden, per_layer_input, query, *attended, mask), key, value
 
     def attention_inputs(
@@ -153,10 +153,11 @@ class DecoderLayer(nn.Module):
         )
 
 
-def _place(
+def place_in_cache(
     cache: tuple[torch.Tensor, torch.Tensor], key: torch.Tensor, value: torch.Tensor, slots: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The cache ``(B, kv_heads, max_seq, D)`` with ``key``/``value`` ``(B, kv_heads, S, D)`` at ``slots (B, S)``
-    (out of place: a scatter with static shapes)."""
+    (out of place: a scatter with static shapes). A Circle export replaces it with the same placement
+    as a one-hot product (:mod:`gemma4_static.circle.decompositions`: TICO converts no scatter)."""
     index = slots[:, None, :, None].expand_as(key)
     return cache[0].scatter(2, index, key), cache[1].scatter(2, index, value)

@@ -63,3 +63,17 @@ def call_signature(args: tuple) -> tuple:
     tensor's shape and dtype."""
     tensors, spec, fixed = flat_tensors(args)
     return str(spec), fixed, tuple((tuple(t.shape), t.dtype) for t in tensors)
+
+
+class CompiledStage:
+    """A stage run as compiled programs (one per static signature it is called with) behind the call
+    signature of the PyTorch ``module`` it replaces, whose own attributes (e.g. ``reuses_kv``) it reads
+    through."""
+
+    def __init__(self, name: str, module: nn.Module) -> None:
+        self.name, self.module = name, module
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute in ("module", "_loaded"):  # not set yet (e.g. while copying): no recursion
+            raise AttributeError(attribute)
+        return getattr(self.module, attribute)

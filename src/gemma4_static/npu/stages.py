@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..spec import ModelSpec, ModelWeights
 from .decoder import DecoderLayer
@@ -48,3 +51,21 @@ def runs_on_npu(stage: object) -> bool:
     """Whether ``stage`` is deployed (a stage that only fills an empty tensor, like a model's missing
     per-layer inputs, stays on the CPU side)."""
     return getattr(stage, "runs_on_npu", True)
+
+
+def compiled_stages(stages: Stages, compile_stage: Callable[[str, Any], Any]) -> Stages:
+    """A copy of ``stages`` whose every deployed stage (:func:`runs_on_npu`) is ``compile_stage(name,
+    stage)``: the name its programs are known by (``token_embedding``, ``layer03``, ...)."""
+
+    def wrap(name: str, stage: Any) -> Any:
+        return stage if stage is None or not runs_on_npu(stage) else compile_stage(name, stage)
+
+    return dataclasses.replace(
+        stages,
+        embedding=wrap("token_embedding", stages.embedding),
+        per_layer_inputs=wrap("per_layer_inputs", stages.per_layer_inputs),
+        vision=wrap("vision_prefill", stages.vision),
+        fusions=tuple(wrap(f"fusion{index}", fusion) for index, fusion in enumerate(stages.fusions)),
+        layers=tuple(wrap(f"layer{index:02d}", layer) for index, layer in enumerate(stages.layers)),
+        lm_head=wrap("lm_head", stages.lm_head),
+    )

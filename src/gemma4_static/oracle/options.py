@@ -19,8 +19,7 @@ from pathlib import Path
 
 import torch
 
-from ..executorch.backends import backend_named
-from ..executorch.xnnpack_quant import XnnpackQuantization
+from ..backends import backend_named
 from ..ports.registry import DEFAULT_PORT, declared_limits, port_factory
 from ..ports.static import StaticRuntimePort
 from ..quant import Scheme, parse_scheme
@@ -115,8 +114,9 @@ class VerifyOptions:
         scheme = parse_scheme(self.quant)
         if self.dtype != torch.float32:
             raise ValueError(f"quant runs over float32, not {str(self.dtype).removeprefix('torch.')}")
-        if self.port == DEFAULT_PORT and not backend_named(self.backend).eager:
-            XnnpackQuantization(scheme)  # a ValueError naming what XNNPACK cannot run
+        backend = backend_named(self.backend)
+        if self.port == DEFAULT_PORT and not backend.eager:
+            backend.quantization(None, self.quant)  # a ValueError naming what its programs cannot run
         limits = declared_limits(port_factory(self.port))
         if limits is not None and self.port != DEFAULT_PORT:
             refused_scheme(self.port, limits.schemes.names, self.quant)

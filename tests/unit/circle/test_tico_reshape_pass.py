@@ -21,7 +21,7 @@ from gemma4_static.circle.graphs import circle_missing, convert, passes_disabled
 
 pytestmark = [
     pytest.mark.ports,
-    pytest.mark.skipif(circle_missing() is not None, reason=f"Circle graphs: {circle_missing()}"),
+    pytest.mark.skipif(circle_missing() is not None, reason=f"Circle graphs need {circle_missing()}"),
 ]
 PASS = "RemoveRedundantReshapePattern3"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ...executorch.backends import backend_named
+from ...backends import backend_named
 from ...ports.capabilities.runtime_internals import RUNTIME_INTERNALS
 from ..numerics import overflow
 from ..results.report import Row

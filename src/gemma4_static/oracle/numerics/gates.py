@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ...executorch.backends import backend_named
+from ...backends import backend_named
 from .metrics import ulp
 
 

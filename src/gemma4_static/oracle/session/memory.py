@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from ...executorch.backends import backend_named
+from ...backends import backend_named
 from ...ports.registry import declared_limits, port_factory
 from ..options import VerifyOptions
 from ..references.checkpoints import CheckpointFiles, model_class

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ...executorch.backends import backend_named
+from ...backends import backend_named
 from ...ports import Gemma4Port, NotExposed, PortPrefill, PortSetup
 from ...ports.capabilities.runtime_internals import RUNTIME_INTERNALS
 from ...ports.registry import DEFAULT_PORT, declared_limits, port_factory

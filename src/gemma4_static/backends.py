@@ -2,9 +2,11 @@
 
 ``torch``: the PyTorch stage modules themselves (integer profiles as fake-quantized modules);
 ``executorch-stages``: every deployed stage its own ExecuTorch program, the KV cache passed in and
-out (:mod:`.stage_programs`); ``executorch``: the text model as one program with the KV cache inside
-it (:mod:`.cache_program`), images through the vision and fusion stage programs. Integer profiles
-on either ExecuTorch backend are XNNPACK's own PT2E quantization (:mod:`.xnnpack_quant`)."""
+out (:mod:`.executorch.stage_programs`); ``executorch``: the text model as one program with the KV cache inside
+it (:mod:`.executorch.cache_program`), images through the vision and fusion stage programs; ``circle-stages``:
+every deployed stage a Circle graph converted by TICO and run by onert (:mod:`.circle.stages`), in
+float. Integer profiles on either ExecuTorch backend are XNNPACK's own PT2E quantization
+(:mod:`.executorch.xnnpack_quant`)."""
 
 from __future__ import annotations
 
@@ -12,21 +14,23 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
-from ..quant import QuantProfile, parse_scheme, quantize
-from ..stack import LayerStack
-from .cache_program import CacheProgram
-from .stage_programs import stage_programs
-from .xnnpack_quant import XnnpackQuantization
+from .executorch.cache_program import CacheProgram
+from .executorch.stage_programs import stage_programs
+from .executorch.xnnpack_quant import XnnpackQuantization
+from .quant import QuantProfile, parse_scheme, quantize
+from .stack import LayerStack
 
 
 @dataclass(frozen=True)
 class Backend:
-    """A named backend: whether its stages are ExecuTorch programs, and whether the text model is one
-    program with the cache inside (``in_program``)."""
+    """A named backend: whether its stages are compiled programs, and whether the text model is one
+    program with the cache inside (``in_program``); ``toolchain``: what compiles and runs the
+    programs (``executorch``, or ``circle``: TICO and onert)."""
 
     name: str
     programs: bool
     in_program: bool
+    toolchain: str = "executorch"
 
     @property
     def eager(self) -> bool:
@@ -38,11 +42,19 @@ class Backend:
         stages, or quantized XNNPACK programs; ``None`` without ``quant``."""
         if quant is None:
             return None
+        if self.toolchain == "circle":
+            raise ValueError(
+                f"backend={self.name!r} runs float graphs (onert runs no int16 Circle), got quant={quant!r}"
+            )
         scheme = parse_scheme(quant)
         return XnnpackQuantization(scheme) if self.programs else quantize(modules, scheme)
 
     def stages(self, modules: Any, quantization: Any = None) -> Any:
         """What the runtime's glue calls: the PyTorch ``modules`` themselves, or their stage programs."""
+        if self.toolchain == "circle":
+            from .circle.stages import circle_stages
+
+            return circle_stages(modules)
         return stage_programs(modules, quantization) if self.programs else modules
 
     def program(self, modules: Any, stack: LayerStack, quantization: Any = None) -> CacheProgram | None:
@@ -56,6 +68,7 @@ BACKENDS = {
         Backend("torch", programs=False, in_program=False),
         Backend("executorch", programs=True, in_program=True),
         Backend("executorch-stages", programs=True, in_program=False),
+        Backend("circle-stages", programs=True, in_program=False, toolchain="circle"),
     )
 }
 
@@ -68,6 +81,11 @@ def backend_named(name: str | Backend) -> Backend:
     if name not in BACKENDS:
         raise ValueError(f"backend must be one of {tuple(BACKENDS)}, got {name!r}")
     backend = BACKENDS[name]
-    if backend.programs and importlib.util.find_spec("executorch") is None:
+    if backend.toolchain == "circle":
+        from .circle.graphs import circle_missing
+
+        if missing := circle_missing():
+            raise ValueError(f"backend={name!r} needs {missing}")
+    elif backend.programs and importlib.util.find_spec("executorch") is None:
         raise ValueError(f"backend={name!r} needs the executorch extra: pip install 'gemma4-static[executorch]'")
     return backend
