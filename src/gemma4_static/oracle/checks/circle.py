@@ -1,7 +1,8 @@
 """Circle round-trip rows: each stage case converted by TICO and executed by onert
 (:mod:`gemma4_static.circle.graphs`) against the module it came from, output by output, on the same
 inputs. A graph TICO does not convert, or onert does not load, is a FAIL row naming the stage and
-the refusal (onert's own message is printed on its stderr, not in its exception).
+the refusal (onert's own message is printed on its stderr, not in its exception); so is a graph
+returning another number of outputs than its module.
 
 Tolerance: float32 summation orders only (onert's CPU kernels against PyTorch's, as XNNPACK's
 against the PyTorch backend): ``tolerances.RELATIVE``, ``2e-5 * max(1, max |module|)``."""
@@ -36,6 +37,10 @@ def circle_rows(cases: list[StageCase], *, disabled: tuple[str, ...] = ()) -> li
             continue
         with torch.no_grad():
             expected = pytree.tree_leaves(case.module(*case.args, **case.kwargs))
+        if len(outputs) != len(expected):
+            counts = f"{case.name}: {len(outputs)} outputs where the module returns {len(expected)}"
+            rows.append(Row(STAGE, counts, "max abs diff", float("inf"), 0.0))
+            continue
         for index, (mine, reference) in enumerate(zip(outputs, expected, strict=True)):
             tolerance = tolerances.scaled(tolerances.RELATIVE[torch.float32], reference)
             rows.append(compare(STAGE, f"{case.name} output {index}", mine, reference, tolerance))
