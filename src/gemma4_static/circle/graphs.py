@@ -50,17 +50,20 @@ def convert(
     label: str,
     config: dict[str, bool] | None = None,
     disabled: tuple[str, ...] = (),
+    rewrites: bool = True,
 ) -> CircleGraph:
     """``module`` at the static signature of ``args`` as a Circle graph, through the cache; ``config``:
     TICO's compile options (``CompileConfigV1`` field -> value) over its defaults; ``disabled``: TICO
-    passes (class names in ``tico.passes``) that do nothing in this conversion."""
+    passes (class names in ``tico.passes``) that do nothing in this conversion; ``rewrites``: export
+    under :func:`.decompositions.circle_rewrites` (``False``: the module as it is, as its own
+    toolchain would convert it)."""
     import tico
     from tico.config.v1 import CompileConfigV1
 
     tensors, spec, fixed = flat_tensors(args)
     example = tuple(tensor.contiguous() for tensor in tensors)
     flat = FlatInputs(module, spec, fixed).eval()
-    with torch.no_grad(), circle_rewrites():
+    with torch.no_grad(), circle_rewrites() if rewrites else contextlib.nullcontext():
         exported = torch.export.export(flat, example, strict=False)
     options = {**dict(sorted((config or {}).items())), "disabled passes": tuple(sorted(disabled))}
     sources = tuple(Path(__file__).with_name(name).read_bytes() for name in ("graphs.py", "decompositions.py"))

@@ -1,7 +1,8 @@
 """What several check groups share: the decode positions around the window edges (decode masks,
 decode RoPE), and the K/V a port's cache holds against HF's cache (after the prefill: ``layers``;
 after decode steps: ``decode``; in a low-precision profile against float64 too: ``layers`` and
-``chunked-prefill``)."""
+``chunked-prefill``), and the port after a decode step (the inputs its graphs capture: ``export``,
+``circle``)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,15 @@ from ..references.samples import Prompt
 from ..results.report import Row, merge, merge_by, skip_row
 from ..session.port_calls import port_prefill
 from ..session.session import Session
+
+
+def after_a_decode_step(session: Session) -> None:
+    """The port after a prefill of the sample prompt and one greedy decode step (the inputs a port's
+    graphs capture: its export and Circle cases)."""
+    again = port_prefill(session.port, session.port_prompt)
+    if isinstance(again, Exception):
+        raise again
+    session.port.decode(again.logits.argmax(dim=-1, keepdim=True))
 
 
 def decode_positions(window: int) -> list[int]:

@@ -8,20 +8,16 @@ from collections.abc import Iterator
 from ...ports.capabilities.export_modules import EXPORT_MODULES
 from ..checks import parity
 from ..results.report import Row, merge
-from ..session.port_calls import port_prefill
 from ..session.session import Session
 from . import CheckGroup
+from ._shared import after_a_decode_step
 
 
 def export_rows(session: Session) -> Iterator[Row]:
     """The graphs the port exports, each exported with ``torch.export`` (after a prefill of the sample
     prompt and a decode step, whose inputs a port may capture) replaying its eager output."""
-    port = session.port
-    again = port_prefill(port, session.port_prompt)
-    if isinstance(again, Exception):
-        raise again
-    port.decode(again.logits.argmax(dim=-1, keepdim=True))
-    cases = port.export_cases()
+    after_a_decode_step(session)
+    cases = session.port.export_cases()
     yield merge(parity.export_rows(cases), "export round-trip", f"{len(cases)} graphs, exported vs eager")
 
 

@@ -238,6 +238,9 @@ class TicoGemma4Port(Gemma4Port):
     def export_cases(self) -> list[StageCase]:  # its graphs with the inputs of their latest calls
         return self.graphs.export_cases()
 
+    def circle_cases(self) -> list[StageCase]:  # the same graphs: what TICO converts to Circle
+        return self.graphs.export_cases()
+
     # -- its own verification flow
     def own_checks(self, prompt: Prompt) -> list[OwnCheck]:
         """TICO's ``verify_step_*`` functions on this runtime and ``prompt`` (:mod:`.flow`)."""

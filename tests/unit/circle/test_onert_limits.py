@@ -1,0 +1,159 @@
+"""onert's limits, each on a module of a line or two converted by TICO as it ships (no rewrite): the
+graph holds the limit where :func:`found_limits` says, onert refuses it (in a child process), and the
+graph worked around in its file (:func:`worked_around`) matches the module to float32 rounding. The
+as-shipped, executed and fixed rows of :func:`shipped_rows` on the same modules. TICO's own graphs:
+``tests/unit/ports/adapters/tico/test_circle_graphs.py`` (ports lane)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gemma4_static.circle.graphs import circle_missing, convert
+from gemma4_static.circle.isolated import OnertRefused, run_isolated
+from gemma4_static.circle.onert_limits import (
+    CONST_LHS_BMM,
+    CONVERSION_OPTIONS,
+    FC_KEEP_DIMS,
+    RANK2_RMS_NORM,
+    READ_OUTPUT,
+    found_limits,
+    worked_around,
+)
+from gemma4_static.export import StageCase
+from gemma4_static.oracle.checks.circle import STAGE, TICO_FIX, positional, shipped_rows
+
+pytestmark = pytest.mark.skipif(circle_missing() is not None, reason=f"Circle graphs need {circle_missing()}")
+ROUNDING = 1e-6  # float32 rounding of sums of 8 terms of order 1
+
+
+class Norm(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.linspace(0.5, 1.5, 8))
+
+    def forward(self, x):  # (N, 8): a rank-2 RMS_NORM
+        return F.rms_norm(x, (8,), self.weight, 1e-6)
+
+
+class ConstantLeft(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.left = torch.nn.Parameter(torch.linspace(-1, 1, 32).reshape(1, 4, 8))
+
+    def forward(self, x):  # (1, 8, 3): a BATCH_MATMUL whose left input is a constant
+        return torch.matmul(self.left, x)
+
+
+class Project(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 4, bias=False)
+        torch.nn.init.normal_(self.proj.weight, generator=torch.Generator().manual_seed(0))
+
+    def forward(self, x):  # (B, S, 8): a rank-3 FULLY_CONNECTED keeping its dims
+        return self.proj(x)
+
+
+class ReadOutput(torch.nn.Module):
+    def forward(self, x, past):  # the new row is an output and read by the concatenation
+        row = (x * 2).reshape(1, 1, 4)
+        return row, torch.cat([past, row], dim=1)
+
+
+def _inputs(*shapes: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
+    generator = torch.Generator().manual_seed(0)
+    return tuple(torch.randn(*shape, generator=generator) for shape in shapes)
+
+
+def _error(module: torch.nn.Module, args: tuple, graph: bytes) -> float:
+    with torch.no_grad():
+        expected = module(*args)
+    outputs = run_isolated(graph, list(args))
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    assert [tuple(output.shape) for output in outputs] == [tuple(tensor.shape) for tensor in expected]
+    return max(float((output - tensor).abs().max()) for output, tensor in zip(outputs, expected, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("module", "shapes", "limit", "operator", "refusal"),
+    [
+        (Norm(), [(5, 8)], RANK2_RMS_NORM, "RMS_NORM", "ShapeValidator failed"),
+        (ConstantLeft(), [(1, 8, 3)], CONST_LHS_BMM, "BATCH_MATMUL", "OperationValidator failed"),
+    ],
+    ids=["rank-2 RMS_NORM", "constant left BATCH_MATMUL"],
+)
+def test_a_limit_is_found_refused_and_worked_around(module, shapes, limit, operator, refusal):
+    args = _inputs(*shapes)
+    graph = convert(module, args, label=limit, rewrites=False).buffer
+    assert [(found.limit, found.index, found.operator) for found in found_limits(graph)] == [(limit, 0, operator)]
+    with pytest.raises(OnertRefused, match=refusal):
+        run_isolated(graph, list(args))
+    if limit in CONVERSION_OPTIONS:  # worked around by TICO's option, then by the file's edits
+        graph = convert(module, args, label=limit, rewrites=False, config=CONVERSION_OPTIONS[limit]).buffer
+        assert [found.limit for found in found_limits(graph)] == [FC_KEEP_DIMS]
+    assert _error(module, args, worked_around(graph)) <= ROUNDING
+
+
+def test_an_output_read_by_an_operator_is_copied_to_the_output():
+    module, args = ReadOutput(), _inputs((1, 4), (1, 3, 4))
+    graph = convert(module, args, label="read output", rewrites=False).buffer
+    assert [(found.limit, found.operator) for found in found_limits(graph)] == [(READ_OUTPUT, "CONCATENATION")]
+    edited = worked_around(graph)
+    assert found_limits(edited) == [] and _error(module, args, edited) == 0.0
+
+
+def test_a_rank3_fully_connected_as_shipped_xfails_naming_the_limit_and_worked_around_passes():
+    shipped, executed, fixed = shipped_rows([StageCase("project", Project().eval(), _inputs((2, 3, 8)))])
+    assert shipped.status == "XFAIL" and shipped.value == math.inf and "(6, 4)" in shipped.check, shipped
+    assert (
+        shipped.expected
+        == "onert 0.1.0's limits in this graph: FULLY_CONNECTED keep_num_dims (operator 0, FULLY_CONNECTED)"
+    )
+    assert executed.check == "project executed (onert's limits worked around: FULLY_CONNECTED keep_num_dims)"
+    assert (
+        fixed.check
+        == f"project with TICO's fix (onert's limits worked around: FULLY_CONNECTED keep_num_dims; {TICO_FIX} disabled)"
+    )
+    with torch.no_grad():
+        gate = 2e-5 * max(1.0, float(Project().eval()(*_inputs((2, 3, 8))).abs().max()))
+    for row in (executed, fixed):
+        assert row.stage == STAGE and row.status == "PASS" and row.value <= ROUNDING and row.tolerance == gate, row
+
+
+def test_a_limit_explains_only_the_as_shipped_row():
+    """The same limit found, a wrong value after the workaround fails (never XFAIL)."""
+    rows = shipped_rows([StageCase("read", ReadOutput(), _inputs((1, 4), (1, 3, 4)))])
+    assert [row.status for row in rows] == ["PASS", "PASS", "PASS"]
+
+
+class Scatter(torch.nn.Module):
+    def forward(self, cache, index, source):
+        return cache.scatter(1, index, source)
+
+
+def test_a_graph_tico_does_not_convert_is_one_fail_row():
+    args = (torch.zeros(2, 6, 4), torch.tensor([[[1, 1, 1, 1]], [[3, 3, 3, 3]]]), torch.ones(2, 1, 4))
+    (row,) = shipped_rows([StageCase("place", Scatter(), args)])
+    assert row.status == "FAIL" and row.value == math.inf
+    assert row.check.startswith("place: TICO does not convert it: NotYetSupportedError"), row.check
+
+
+def test_keyword_arguments_are_bound_by_position_and_keyword_only_ones_refused():
+    x = torch.ones(1, 8)
+    assert positional(StageCase("project", Project(), (), {"x": x}))[0] is x
+
+    class KeywordOnly(torch.nn.Module):
+        def forward(self, *, x):
+            return x
+
+    with pytest.raises(ValueError, match=r"positional inputs only, got 'only' with keyword-only \['x'\]"):
+        positional(StageCase("only", KeywordOnly(), (), {"x": x}))
+
+
+def test_a_graph_onert_cannot_read_is_refused_with_its_message():
+    with pytest.raises(OnertRefused, match="."):
+        run_isolated(b"CIR0 not a graph", [torch.ones(1)])
