@@ -39,7 +39,7 @@ def test_the_skeleton_compares_nothing_until_a_stage_is_filled_in(tmp_path, monk
     assert cli.main(["verify", "--port", "one_stage:OneStage", "--no-export"]) == 5
     out = capsys.readouterr().out
     assert "PASS  token embedding   vs get_input_embeddings" in out
-    assert "coverage: (0 of 10 layers): token embedding; 1 of 14 check groups" in out
+    assert "coverage: (0 of 10 layers): token embedding; 1 of 15 check groups" in out
     assert "verdict: nothing failed, but prefill logits and decode steps not compared (exit 5)" in out
 
 

@@ -50,6 +50,7 @@ def test_a_capability_is_read_from_the_class_never_by_a_build():
     assert lacks == [
         "its calibrated ranges",  # its fake quantization's ranges are judged site by site instead
         "explanations of its known divergences",
+        "its Circle graphs",  # its stages as Circle graphs are a backend of its own (circle-stages)
         "fixed image profiles",  # any image size at any slot
         "a verification flow of its own",
         "per-group quantization switches",  # its sweep switches its own profile's groups

@@ -263,7 +263,7 @@ def test_the_plugin_writes_its_page_with_the_fuzzers_shards(pytester, tmp_path):
     result.assert_outcomes(passed=2)
     written = page.read_text()
     elements = Elements(written)
-    assert 'id="incomplete">incomplete: 1 of 16 check groups ran' in written
+    assert 'id="incomplete">incomplete: 1 of 17 check groups ran' in written
     assert len(elements.having("tr", **{"data-status": "PASS"})) == 12  # the RoPE group's rows
     assert len(elements.having("tr", **{"data-fuzz": "PASS"})) == 1 and "no divergence" in written
 
