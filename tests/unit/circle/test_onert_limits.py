@@ -25,6 +25,7 @@ from gemma4_static.circle.onert_limits import (
 )
 from gemma4_static.export import StageCase
 from gemma4_static.oracle.checks.circle import STAGE, TICO_FIX, positional, shipped_rows
+from gemma4_static.oracle.faults.host_faults import masked_attention_case
 
 pytestmark = pytest.mark.skipif(circle_missing() is not None, reason=f"Circle graphs need {circle_missing()}")
 ROUNDING = 1e-6  # float32 rounding of sums of 8 terms of order 1
@@ -158,3 +159,24 @@ def test_a_graph_that_crashes_onert_is_a_refusal_and_the_judge_lives_on():
     """Bytes that are no graph crash onert (a segmentation fault): in its child process, not this one."""
     with pytest.raises(OnertRefused, match=r"^onert crashed \(signal \d+\)$"):
         run_isolated(b"CIR0 not a graph", [torch.ones(1)])
+
+
+def test_a_limit_worked_around_by_ticos_option_is_converted_with_it_and_named():
+    shipped, executed, fixed = shipped_rows([StageCase("left", ConstantLeft(), _inputs((1, 8, 3)))])
+    assert shipped.status == "XFAIL" and "OperationValidator failed" in shipped.check, shipped
+    assert shipped.expected.endswith("BATCH_MATMUL constant left input (operator 0, BATCH_MATMUL)"), shipped
+    named = "BATCH_MATMUL constant left input, TICO option convert_single_batch_lhs_const_bmm_to_fc"
+    assert executed.check == f"left executed (onert's limits worked around: {named})"
+    assert [executed.status, fixed.status] == ["PASS", "PASS"] and max(executed.value, fixed.value) <= ROUNDING
+
+
+def test_ticos_reshape_pass_fails_the_shipped_and_executed_rows_and_its_fix_passes():
+    """The attention of TICO's layers in three lines (its mask squeezed before the add): the graph as
+    shipped is malformed, no onert limit explains it (FAIL, not XFAIL), the fix makes it right."""
+    rows = shipped_rows([masked_attention_case(squeezed=True)])
+    assert [(row.check.split(" (")[0].split(" [")[0], row.status) for row in rows] == [
+        ("attention as shipped", "FAIL"),
+        ("attention executed", "FAIL"),
+        ("attention with TICO's fix", "PASS"),
+    ], rows
+    assert all(row.value == math.inf and row.expected == "" for row in rows[:2]) and rows[2].value <= ROUNDING
