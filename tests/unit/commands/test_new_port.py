@@ -49,7 +49,7 @@ def test_the_written_test_file_runs_every_check_group(tmp_path):
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "test_file_npu.py"]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    assert "16 skipped" in result.stdout.strip().splitlines()[-1]
+    assert "17 skipped" in result.stdout.strip().splitlines()[-1]
 
 
 def test_bad_names_and_existing_files_are_refused(tmp_path, capsys):

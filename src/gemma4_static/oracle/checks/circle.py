@@ -14,6 +14,8 @@ operators untouched); **with TICO's fix** (the same, TICO's ``RemoveRedundantRes
 disabled: it drops the rank-changing ``squeeze`` of an attention mask, leaving a malformed graph).
 Those graphs run in a child process (:mod:`gemma4_static.circle.isolated`): onert may crash on a
 malformed graph.
+:func:`conversion_rows`: a port's quantized graphs (an integer profile), whether TICO converts each
+(INFO: no runtime here executes an integer Circle graph).
 
 Tolerance: float32 summation orders only (onert's CPU kernels against PyTorch's, as XNNPACK's
 against the PyTorch backend): ``tolerances.RELATIVE``, ``2e-5 * max(1, max |module|)``."""
@@ -73,6 +75,25 @@ def shipped_rows(cases: list[StageCase]) -> list[Row]:
     """Three rows per case (as shipped, executed with onert's limits worked around, with TICO's fix),
     each its graph's outputs against the module's, merged to the worst."""
     return [row for case in cases for row in _shipped_case_rows(case)]
+
+
+def conversion_rows(cases: list[StageCase], scheme: str) -> list[Row]:
+    """A row per case of a port in the integer ``scheme`` (its quantized modules): whether TICO
+    converts it as shipped, and TICO's error where not. INFO (counted, not gated: no runtime here
+    executes an integer Circle graph; onert loads no int16 one)."""
+    from ...circle.graphs import convert
+
+    rows = []
+    for case in cases:
+        check = f"{case.name} in {scheme}: converts as shipped"
+        try:
+            convert(case.module, positional(case), label=f"{case.name} {scheme}", rewrites=False)
+        except Exception as error:  # TICO refusing its own quantized graph is the row's result
+            check = f"{case.name} in {scheme}: TICO does not convert it: {type(error).__name__}: {_line(error)}"
+            rows.append(Row(STAGE, check, "converted", 0.0, math.inf))
+            continue
+        rows.append(Row(STAGE, check, "converted", 1.0, math.inf))
+    return rows
 
 
 def _shipped_case_rows(case: StageCase) -> list[Row]:
@@ -144,16 +165,18 @@ def _output_rows(name: str, outputs: list[torch.Tensor], expected: list[torch.Te
     ]
 
 
-def _explained(row: Row, limits: list | None) -> Row:
-    """A failing as-shipped row XFAIL where its graph holds onert's known limits (named with their
-    operators); any other row as it is."""
-    if not row.failed or not limits:
+def _explained(row: Row, limits: list) -> Row:
+    """A failing as-shipped row XFAIL where its graph holds onert's known limits that fail the way it
+    failed (:func:`~gemma4_static.circle.onert_limits.explains`), named with their operators; any
+    other row as it is (a crash, another refusal: FAIL)."""
+    from ...circle.onert_limits import explains
+
+    explaining = [limit for limit in limits if explains(limit, row.check)] if row.failed else []
+    if not explaining:
         return row
-    return replace(
-        row,
-        expected=f"onert 0.1.0's limits in this graph: {', '.join(str(limit) for limit in limits[:4])}"
-        + (f" and {len(limits) - 4} more" if len(limits) > 4 else ""),
-    )
+    named = ", ".join(str(limit) for limit in explaining[:4])
+    more = f" and {len(explaining) - 4} more" if len(explaining) > 4 else ""
+    return replace(row, expected=f"onert 0.1.0's limits in this graph: {named}{more}")
 
 
 def _line(error: Exception) -> str:

@@ -1,7 +1,8 @@
 """The ``circle`` check group: the graphs a port ships as Circle files, converted by TICO as its
 toolchain converts them and run in ONE's runtime (onert), each against its module: as shipped, with
 onert's known limits worked around, and with TICO's known bug fixed
-(:func:`~..checks.circle.shipped_rows`). Without the ``circle`` extra, one SKIP row naming it."""
+(:func:`~..checks.circle.shipped_rows`); in an integer profile, whether each converts (INFO:
+:func:`~..checks.circle.conversion_rows`). Without the ``circle`` extra, one SKIP row naming it."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ def circle_group_rows(session: Session) -> Iterator[Row]:
         yield skip_row(circle.STAGE, "the rest of this group", f"Circle graphs need {missing}")
         return
     after_a_decode_step(session)
+    if session.scheme is not None:
+        yield from circle.conversion_rows(session.port.circle_cases(), session.scheme.name)
+        return
     yield from circle.shipped_rows(session.port.circle_cases())
 
 
