@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import inspect
 import math
+import traceback
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 from torch.utils import _pytree as pytree
@@ -180,7 +182,12 @@ def _explained(row: Row, limits: list) -> Row:
 
 
 def _line(error: Exception) -> str:
-    return (str(error).splitlines() or [""])[0]
+    """The error's first line; for one without a message (a bare ``assert``), where it was raised."""
+    lines = str(error).strip().splitlines()
+    if lines:
+        return lines[0]
+    frame = traceback.extract_tb(error.__traceback__)[-1]
+    return f"raised at {Path(frame.filename).name}:{frame.lineno} ({frame.name})"
 
 
 def _failed(check: str) -> Row:
