@@ -31,14 +31,6 @@ CONST_LHS_BMM = "BATCH_MATMUL constant left input"
 READ_OUTPUT = "output read by an operator"
 LIMITS = (FC_KEEP_DIMS, RANK2_RMS_NORM, CONST_LHS_BMM, READ_OUTPUT)
 CONVERSION_OPTIONS = {CONST_LHS_BMM: {"convert_single_batch_lhs_const_bmm_to_fc": True}}  # TICO's CompileConfigV1
-# how each limit shows in a round trip's check: onert's message, another shape (" vs ("), or wrong values
-# (a merged row naming its first failing output, "[first: ")
-SYMPTOMS = {
-    FC_KEEP_DIMS: ("ShapeValidator failed", "StaticShapeInferer failed", " vs ("),
-    RANK2_RMS_NORM: ("ShapeValidator failed",),
-    CONST_LHS_BMM: ("OperationValidator failed",),
-    READ_OUTPUT: ("[first: ",),
-}
 
 
 @dataclass(frozen=True)
@@ -51,11 +43,6 @@ class Found:
 
     def __str__(self) -> str:
         return f"{self.limit} (operator {self.index}, {self.operator})"
-
-
-def explains(found: Found, check: str) -> bool:
-    """Whether the limit ``found`` fails a round trip the way its ``check`` says it failed (:data:`SYMPTOMS`)."""
-    return any(symptom in check for symptom in SYMPTOMS[found.limit])
 
 
 def found_limits(buffer: bytes) -> list[Found]:

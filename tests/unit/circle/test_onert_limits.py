@@ -18,13 +18,14 @@ from gemma4_static.circle.onert_limits import (
     CONST_LHS_BMM,
     CONVERSION_OPTIONS,
     FC_KEEP_DIMS,
+    LIMITS,
     RANK2_RMS_NORM,
     READ_OUTPUT,
     found_limits,
     worked_around,
 )
 from gemma4_static.export import StageCase
-from gemma4_static.oracle.checks.circle import STAGE, TICO_FIX, positional, shipped_rows
+from gemma4_static.oracle.checks.circle import STAGE, SYMPTOMS, TICO_FIX, positional, shipped_rows
 from gemma4_static.oracle.faults.host_faults import masked_attention_case
 
 pytestmark = pytest.mark.skipif(circle_missing() is not None, reason=f"Circle graphs need {circle_missing()}")
@@ -193,3 +194,8 @@ def test_a_limit_explains_only_a_failure_it_causes(monkeypatch):
     shipped, *_ = shipped_rows([StageCase("project", Project().eval(), _inputs((2, 3, 8)))])
     assert (shipped.status, shipped.expected) == ("FAIL", ""), shipped
     assert shipped.check == "project as shipped: onert: onert crashed (signal 11)"
+
+
+def test_every_limit_has_its_symptoms():
+    """A limit without symptoms would never explain a failure (or, spelt otherwise, raise a KeyError)."""
+    assert set(SYMPTOMS) == set(LIMITS) and all(SYMPTOMS.values())

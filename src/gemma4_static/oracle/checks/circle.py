@@ -31,12 +31,21 @@ from pathlib import Path
 import torch
 from torch.utils import _pytree as pytree
 
+from ...circle.onert_limits import CONST_LHS_BMM, FC_KEEP_DIMS, RANK2_RMS_NORM, READ_OUTPUT, Found
 from ...export import StageCase
 from ..results import tolerances
 from ..results.report import Row, merge
 from .parity import compare
 
 STAGE = "circle round-trip"
+# how each of onert's limits (circle.onert_limits) shows in a round trip's check: onert's message, another
+# shape (" vs ("), or wrong values (a merged row naming its first failing output, "[first: ")
+SYMPTOMS = {
+    FC_KEEP_DIMS: ("ShapeValidator failed", "StaticShapeInferer failed", " vs ("),
+    RANK2_RMS_NORM: ("ShapeValidator failed",),
+    CONST_LHS_BMM: ("OperationValidator failed",),
+    READ_OUTPUT: ("[first: ",),
+}
 TICO_FIX = "RemoveRedundantReshapePattern3"  # TICO 0.3.0's pass that drops a rank-changing squeeze
 
 
@@ -131,7 +140,9 @@ def _shipped_case_rows(case: StageCase) -> list[Row]:
     return rows
 
 
-def _run_row(name: str, args: tuple, expected: list[torch.Tensor], check: str, graph: bytes, limits: list) -> Row:
+def _run_row(
+    name: str, args: tuple, expected: list[torch.Tensor], check: str, graph: bytes, limits: list[Found]
+) -> Row:
     """``graph`` run in onert (a child process) on ``args`` against the module's ``expected`` outputs,
     merged; XFAIL where it fails and ``limits`` (onert's, found in it) explain it."""
     from ...circle.isolated import OnertRefused, run_isolated
@@ -167,18 +178,21 @@ def _output_rows(name: str, outputs: list[torch.Tensor], expected: list[torch.Te
     ]
 
 
-def _explained(row: Row, limits: list) -> Row:
+def _explained(row: Row, limits: list[Found]) -> Row:
     """A failing as-shipped row XFAIL where its graph holds onert's known limits that fail the way it
-    failed (:func:`~gemma4_static.circle.onert_limits.explains`), named with their operators; any
+    failed (:func:`explains`), named with their operators; any
     other row as it is (a crash, another refusal: FAIL)."""
-    from ...circle.onert_limits import explains
-
     explaining = [limit for limit in limits if explains(limit, row.check)] if row.failed else []
     if not explaining:
         return row
     named = ", ".join(str(limit) for limit in explaining[:4])
     more = f" and {len(explaining) - 4} more" if len(explaining) > 4 else ""
     return replace(row, expected=f"onert 0.1.0's limits in this graph: {named}{more}")
+
+
+def explains(found: Found, check: str) -> bool:
+    """Whether onert's limit ``found`` fails a round trip the way its ``check`` says it failed (:data:`SYMPTOMS`)."""
+    return any(symptom in check for symptom in SYMPTOMS[found.limit])
 
 
 def _line(error: Exception) -> str:
