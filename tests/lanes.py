@@ -30,7 +30,7 @@ OPT_IN_LANES = {
         "ports",
         "the ports lane: ExecuTorch's, Qualcomm's and TICO's Gemma 4 through every check, judged from a recorded "
         "reference too, a third-party adapter, the porting guide's path, new-port's test file, the plugin from the "
-        "built wheel, this runtime's stage graphs in ONE's runtime (onert)",
+        "built wheel, this runtime's stage graphs and three of TICO's in ONE's runtime (onert)",
     ),
     "--gemma4-family": (
         "family",
@@ -44,7 +44,8 @@ OPT_IN_LANES = {
     "--gemma4-nightly": (
         "nightly",
         "what only the nightly job runs (not the README's test command): every stage its own ExecuTorch program and "
-        "its own Circle graph (this runtime on onert against HF), the "
+        "its own Circle graph (this runtime on onert against HF), TICO's 13 Circle graphs and its int16 ones' "
+        "conversion, the "
         "a8w8 programs (the text model as one quantized program, every stage quantized), the one program's traced "
         "twin, the fault self-test inside a lowered program, the plugin from a wheel built and installed in a fresh "
         "venv, the E2B geometry's integer schemes (also in CI's kernel-set matrix), two of executorch-gemma4's four "
