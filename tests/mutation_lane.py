@@ -40,6 +40,9 @@ EQUIVALENT: dict[str, str] = {
         "abs(loss) > 0.5 for >= 0.5: a measured loss (a ratio of two floats in dB) that lands on 0.5 exactly"
         " is not a case a run meets, and a reader's half a dB is no sharper"
     ),
+    "gemma4_static.oracle.groups._shared.x_after_a_decode_step__mutmut_11": (
+        "argmax over dim +1 for -1: a prefill's logits are (B, V), whose dim 1 is its last"
+    ),
     "gemma4_static.oracle.pages.compare.x__change__mutmut_76": (
         "loss >= 0 for > 0: the branch is reached only with abs(loss) >= 0.5, where the two agree"
     ),

@@ -6,12 +6,14 @@ as-shipped, executed and fixed rows of :func:`shipped_rows` on the same modules.
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from gemma4_static.circle import graphs
 from gemma4_static.circle.graphs import circle_missing, convert
 from gemma4_static.circle.isolated import OnertRefused, run_isolated
 from gemma4_static.circle.onert_limits import (
@@ -25,8 +27,8 @@ from gemma4_static.circle.onert_limits import (
     worked_around,
 )
 from gemma4_static.export import StageCase
-from gemma4_static.oracle.checks.circle import STAGE, SYMPTOMS, TICO_FIX, positional, shipped_rows
-from gemma4_static.oracle.faults.host_faults import masked_attention_case
+from gemma4_static.oracle.checks.circle import STAGE, SYMPTOMS, TICO_FIX, conversion_rows, positional, shipped_rows
+from tests.unit.oracle.groups.circle_ports import masked_attention_case
 
 pytestmark = pytest.mark.skipif(circle_missing() is not None, reason=f"Circle graphs need {circle_missing()}")
 ROUNDING = 1e-6  # float32 rounding of sums of 8 terms of order 1
@@ -199,3 +201,126 @@ def test_a_limit_explains_only_a_failure_it_causes(monkeypatch):
 def test_every_limit_has_its_symptoms():
     """A limit without symptoms would never explain a failure (or, spelt otherwise, raise a KeyError)."""
     assert set(SYMPTOMS) == set(LIMITS) and all(SYMPTOMS.values())
+
+
+class Double(torch.nn.Module):
+    def forward(self, x):  # no limit of onert's
+        return x * 2
+
+
+class Add(torch.nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+
+class AddsInPlace(torch.nn.Module):
+    def forward(self, cache, unused=None):  # writes into its input, as a cache update in place would
+        return cache.add_(1.0)
+
+
+class FailsItsExport(torch.nn.Module):
+    def forward(self, x):  # runs eagerly; its export raises an error without a message (a bare assert's)
+        if torch.compiler.is_exporting():
+            raise AssertionError
+        return x * 2
+
+
+class FiveProjections(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(8, 8, bias=False) for _ in range(5))
+
+    def forward(self, x):  # (1, 3, 8): five rank-3 FULLY_CONNECTED keeping their dims
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def _recorded(monkeypatch, refuse=lambda options: False) -> list[tuple]:
+    """Each conversion the rows ask for (label, config, disabled passes, rewrites); ``refuse(options)``
+    makes a conversion raise instead."""
+    calls, original = [], graphs.convert
+
+    def recording(module, args, **options):
+        calls.append((options["label"], options.get("config"), options.get("disabled", ()), options["rewrites"]))
+        if refuse(options):
+            raise ValueError("refused on purpose")
+        return original(module, args, **options)
+
+    monkeypatch.setattr(graphs, "convert", recording)
+    return calls
+
+
+def test_each_conversion_is_of_the_module_as_shipped_labelled_with_its_row(monkeypatch):
+    calls = _recorded(monkeypatch)
+    shipped_rows([StageCase("left", ConstantLeft(), _inputs((1, 8, 3)))])
+    option = CONVERSION_OPTIONS[CONST_LHS_BMM]
+    assert calls == [
+        ("left as shipped", None, (), False),
+        ("left executed", option, (), False),
+        ("left with TICO's fix", option, (TICO_FIX,), False),
+    ]
+    calls.clear()
+    conversion_rows([StageCase("left", ConstantLeft(), _inputs((1, 8, 3)))], "a16w16t")
+    assert calls == [("left a16w16t", None, (), False)]
+
+
+def test_a_refused_conversion_fails_its_row_and_the_next_row_is_judged(monkeypatch):
+    _recorded(monkeypatch, refuse=lambda options: bool(options.get("config")) and not options.get("disabled"))
+    shipped, executed, fixed = shipped_rows([StageCase("left", ConstantLeft(), _inputs((1, 8, 3)))])
+    named = "BATCH_MATMUL constant left input, TICO option convert_single_batch_lhs_const_bmm_to_fc"
+    refusal = "TICO does not convert it: ValueError: refused on purpose"
+    expected = f"left executed (onert's limits worked around: {named}): {refusal}"
+    assert (executed.check, executed.status, executed.value) == (expected, "FAIL", math.inf)
+    assert fixed.status == "PASS" and shipped.status == "XFAIL"
+
+
+def test_a_graph_without_limits_says_so_and_wrong_values_fail_naming_the_output(monkeypatch):
+    from gemma4_static.circle import isolated
+
+    original = isolated.run_isolated
+    monkeypatch.setattr(isolated, "run_isolated", lambda graph, tensors: [-out for out in original(graph, tensors)])
+    rows = shipped_rows([StageCase("double", Double(), _inputs((1, 4)))])
+    assert [row.check for row in rows] == [
+        "double as shipped [first: double output 0]",
+        "double executed (onert's limits worked around: none found) [first: double output 0]",
+        f"double with TICO's fix (onert's limits worked around: none found; {TICO_FIX} disabled)"
+        " [first: double output 0]",
+    ]
+    assert all(row.status == "FAIL" and row.expected == "" and row.value > 1 for row in rows)
+
+
+def test_a_graph_writing_into_its_input_is_judged_on_the_input_it_was_given():
+    cache = torch.zeros(1, 4)
+    rows = shipped_rows([StageCase("update", AddsInPlace(), (cache, None))])
+    assert [row.status for row in rows] == ["PASS"] * 3 and torch.equal(cache, torch.zeros(1, 4)), rows
+
+
+def test_a_failure_without_a_message_is_named_by_where_it_was_raised():
+    line = inspect.getsourcelines(FailsItsExport.forward)[1] + 2
+    where = f"AssertionError: raised at test_onert_limits.py:{line} (forward)"
+    (row,) = shipped_rows([StageCase("asserts", FailsItsExport(), _inputs((2, 4)))])
+    assert (row.check, row.status) == (f"asserts: TICO does not convert it: {where}", "FAIL")
+    refused, converted = conversion_rows(
+        [StageCase("asserts", FailsItsExport(), _inputs((2, 4))), StageCase("double", Double(), _inputs((1, 4)))],
+        "a8w8",
+    )
+    assert (refused.check, refused.value, refused.status) == (
+        f"asserts in a8w8: TICO does not convert it: {where}",
+        0.0,
+        "INFO",
+    )
+    assert (converted.check, converted.value, converted.status) == ("double in a8w8: converts as shipped", 1.0, "INFO")
+    assert {refused.stage, converted.stage} == {STAGE} and converted.metric == "converted"
+
+
+def test_more_than_four_limits_are_named_four_and_counted():
+    (shipped, *_) = shipped_rows([StageCase("five", FiveProjections().eval(), _inputs((1, 3, 8)))])
+    named = ", ".join(f"FULLY_CONNECTED keep_num_dims (operator {index}, FULLY_CONNECTED)" for index in range(4))
+    assert shipped.status == "XFAIL" and shipped.expected == f"onert 0.1.0's limits in this graph: {named} and 1 more"
+
+
+def test_positional_and_keyword_arguments_are_bound_in_the_signatures_order():
+    x, y = torch.ones(1), torch.zeros(1)
+    bound = positional(StageCase("add", Add(), (x,), {"y": y}))
+    assert len(bound) == 2 and bound[0] is x and bound[1] is y

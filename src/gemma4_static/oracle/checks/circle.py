@@ -166,15 +166,10 @@ def _output_rows(name: str, outputs: list[torch.Tensor], expected: list[torch.Te
     """A row per output against the module's, or one FAIL row where the counts differ."""
     if len(outputs) != len(expected):
         return [_failed(f"{name}: {len(outputs)} outputs where the module returns {len(expected)}")]
+    gates = [tolerances.scaled(tolerances.RELATIVE[torch.float32], reference) for reference in expected]
     return [
-        compare(
-            STAGE,
-            f"{name} output {index}",
-            output,
-            reference,
-            tolerances.scaled(tolerances.RELATIVE[torch.float32], reference),
-        )
-        for index, (output, reference) in enumerate(zip(outputs, expected, strict=True))
+        compare(STAGE, f"{name} output {index}", outputs[index], reference, gates[index])
+        for index, reference in enumerate(expected)
     ]
 
 
@@ -182,7 +177,9 @@ def _explained(row: Row, limits: list[Found]) -> Row:
     """A failing as-shipped row XFAIL where its graph holds onert's known limits that fail the way it
     failed (:func:`explains`), named with their operators; any
     other row as it is (a crash, another refusal: FAIL)."""
-    explaining = [limit for limit in limits if explains(limit, row.check)] if row.failed else []
+    if not row.failed:
+        return row
+    explaining = [limit for limit in limits if explains(limit, row.check)]
     if not explaining:
         return row
     named = ", ".join(str(limit) for limit in explaining[:4])

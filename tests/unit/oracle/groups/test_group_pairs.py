@@ -39,6 +39,7 @@ HOST = "gemma4_static.oracle.faults.host_faults"
 PORTS = "gemma4_static.oracle.faults.port_faults"
 SCHEME = "gemma4_static.oracle.faults.static_faults"
 OWN = "tests.unit.oracle.groups.own_flow_ports"
+CIRCLE = "tests.unit.oracle.groups.circle_ports"
 
 
 @dataclass(frozen=True)
@@ -145,11 +146,11 @@ PAIRS = {
         WRAPPED,
     ),
     "circle": Pair(
-        Case(f"{HOST}:CircleMaskSqueezed"),
+        Case(f"{CIRCLE}:CircleMaskSqueezed"),
         "circle round-trip",
         "attention as shipped",
         math.inf,  # a malformed graph: onert returns another shape (or refuses it, or crashes)
-        Case(f"{HOST}:CircleAttention"),
+        Case(f"{CIRCLE}:CircleAttention"),
     ),
     "own-checks": Pair(
         Case(f"{OWN}:PassesItselfAllLogitsShifted"),
