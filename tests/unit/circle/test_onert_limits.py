@@ -27,7 +27,15 @@ from gemma4_static.circle.onert_limits import (
     worked_around,
 )
 from gemma4_static.export import StageCase
-from gemma4_static.oracle.checks.circle import STAGE, SYMPTOMS, TICO_FIX, conversion_rows, positional, shipped_rows
+from gemma4_static.oracle.checks.circle import (
+    STAGE,
+    SYMPTOMS,
+    TICO_FIX,
+    circle_rows,
+    conversion_rows,
+    positional,
+    shipped_rows,
+)
 from tests.unit.oracle.groups.circle_ports import masked_attention_case
 
 pytestmark = pytest.mark.skipif(circle_missing() is not None, reason=f"Circle graphs need {circle_missing()}")
@@ -225,12 +233,12 @@ class FailsItsExport(torch.nn.Module):
         return x * 2
 
 
-class FiveProjections(torch.nn.Module):
-    def __init__(self) -> None:
+class Projections(torch.nn.Module):
+    def __init__(self, count: int) -> None:
         super().__init__()
-        self.layers = torch.nn.ModuleList(torch.nn.Linear(8, 8, bias=False) for _ in range(5))
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(8, 8, bias=False) for _ in range(count))
 
-    def forward(self, x):  # (1, 3, 8): five rank-3 FULLY_CONNECTED keeping their dims
+    def forward(self, x):  # (1, 3, 8): ``count`` rank-3 FULLY_CONNECTED keeping their dims
         for layer in self.layers:
             x = layer(x)
         return x
@@ -290,6 +298,20 @@ def test_a_graph_without_limits_says_so_and_wrong_values_fail_naming_the_output(
     assert all(row.status == "FAIL" and row.expected == "" and row.value > 1 for row in rows)
 
 
+def test_a_missing_output_fails_the_row_naming_the_counts(monkeypatch):
+    from gemma4_static.circle import isolated
+
+    monkeypatch.setattr(isolated, "run_isolated", lambda graph, tensors: [])
+    shipped, *_ = shipped_rows([StageCase("double", Double(), _inputs((1, 4)))])
+    assert shipped.check == "double as shipped [first: double: 0 outputs where the module returns 1]", shipped
+    assert shipped.status == "FAIL"
+
+
+def test_the_round_trips_rows_of_this_projects_graphs_are_its_stages():
+    rows = circle_rows([StageCase("double", Double(), _inputs((1, 4)))])
+    assert [(row.stage, row.check, row.status) for row in rows] == [(STAGE, "double output 0", "PASS")]
+
+
 def test_a_graph_writing_into_its_input_is_judged_on_the_input_it_was_given():
     cache = torch.zeros(1, 4)
     rows = shipped_rows([StageCase("update", AddsInPlace(), (cache, None))])
@@ -305,19 +327,21 @@ def test_a_failure_without_a_message_is_named_by_where_it_was_raised():
         [StageCase("asserts", FailsItsExport(), _inputs((2, 4))), StageCase("double", Double(), _inputs((1, 4)))],
         "a8w8",
     )
-    assert (refused.check, refused.value, refused.status) == (
+    assert (refused.check, refused.value, refused.status, refused.metric) == (
         f"asserts in a8w8: TICO does not convert it: {where}",
         0.0,
         "INFO",
+        "converted",
     )
     assert (converted.check, converted.value, converted.status) == ("double in a8w8: converts as shipped", 1.0, "INFO")
     assert {refused.stage, converted.stage} == {STAGE} and converted.metric == "converted"
 
 
-def test_more_than_four_limits_are_named_four_and_counted():
-    (shipped, *_) = shipped_rows([StageCase("five", FiveProjections().eval(), _inputs((1, 3, 8)))])
+@pytest.mark.parametrize(("count", "more"), [(4, ""), (5, " and 1 more")])
+def test_more_than_four_limits_are_named_four_and_counted(count, more):
+    (shipped, *_) = shipped_rows([StageCase("projections", Projections(count).eval(), _inputs((1, 3, 8)))])
     named = ", ".join(f"FULLY_CONNECTED keep_num_dims (operator {index}, FULLY_CONNECTED)" for index in range(4))
-    assert shipped.status == "XFAIL" and shipped.expected == f"onert 0.1.0's limits in this graph: {named} and 1 more"
+    assert shipped.status == "XFAIL" and shipped.expected == f"onert 0.1.0's limits in this graph: {named}{more}"
 
 
 def test_positional_and_keyword_arguments_are_bound_in_the_signatures_order():
