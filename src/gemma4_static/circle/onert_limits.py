@@ -20,6 +20,7 @@ Read and written with TICO's own Circle model I/O (``tico.circle.io``)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,10 +115,16 @@ def _copy_read_outputs(model: Any, graph: Any) -> None:
 
 
 def _opcode_name(model: Any, operator: Any) -> str:
+    return _builtin_names()[model.operatorCodes[operator.opcodeIndex].builtinCode]
+
+
+@functools.cache
+def _builtin_names() -> dict[int, str]:
+    """Circle's builtin operator codes -> names, read once from the schema."""
     from circle_schema import circle
 
-    code = model.operatorCodes[operator.opcodeIndex].builtinCode
-    return next(name for name, value in vars(circle.BuiltinOperator.BuiltinOperator).items() if value == code)
+    operators = vars(circle.BuiltinOperator.BuiltinOperator).items()
+    return {value: name for name, value in operators if not name.startswith("_")}
 
 
 def _constant(model: Any, tensor: Any) -> bool:
