@@ -140,6 +140,8 @@ def main() -> None:
     hf_cache = model(**prompt.hf_kwargs(), use_cache=True, logits_to_keep=1).cache
     pytorch = StaticGemma4Runtime(model, max_seq=args.max_seq)
     pytorch.prefill(prompt.input_ids, prompt.attention_mask)
+    packed = StaticGemma4Runtime(model, max_seq=args.max_seq, backend="torch-packed")
+    packed.prefill(prompt.input_ids, prompt.attention_mask)
     float_bytes, int4_bytes = bytes_per_step(model), bytes_per_step(model, quantized=True)
     header = ("side", "ms/token", "GB read", "GB/s", "limit ms", "/limit", "/HF", "/PyTorch", "lowered s", "RSS GB")
     print(" ".join(f"{name:>16}" if i == 0 else f"{name:>10}" for i, name in enumerate(header)))
@@ -147,6 +149,7 @@ def main() -> None:
         sides: dict[str, Callable[[], object]] = {
             "HF": lambda: model(input_ids=token, cache=hf_cache, use_cache=True),
             "PyTorch": lambda: pytorch.decode_one(token),
+            "PyTorch packed": lambda: packed.decode_one(token),
         }
         lowered = None
         if side is not None:
@@ -164,7 +167,7 @@ def main() -> None:
                 times[name].append(seconds(call))
         ms = {name: statistics.median(values) * 1e3 for name, values in times.items()}
         bandwidth = SUM_BYTES / min(times["read probe"])  # the fastest read of the phase: the tightest limit
-        for name in ("HF", "PyTorch") if side is None else [side]:
+        for name in ("HF", "PyTorch", "PyTorch packed") if side is None else [side]:
             read = int4_bytes if name.endswith("8da4w") else float_bytes
             limit = read / bandwidth * 1e3
             cells = (

@@ -1,6 +1,9 @@
 """Backends by name: what runs a runtime's stages, and the one place that reads a backend name.
 
 ``torch``: the PyTorch stage modules themselves (integer profiles as fake-quantized modules);
+``torch-packed``: the same modules, their decoder projections and LM head computed over weights
+oneDNN reorders once into its kernels' layout (:mod:`.npu.packed`: a copy of those weights, a
+faster decode on x86 CPUs; float only);
 ``executorch-stages``: every deployed stage its own ExecuTorch program, the KV cache passed in and
 out (:mod:`.executorch.stage_programs`); ``executorch``: the text model as one program with the KV cache inside
 it (:mod:`.executorch.cache_program`), images through the vision and fusion stage programs; ``circle-stages``:
@@ -17,6 +20,7 @@ from typing import Any
 from .executorch.cache_program import CacheProgram
 from .executorch.stage_programs import stage_programs
 from .executorch.xnnpack_quant import XnnpackQuantization
+from .npu.packed import pack_projections
 from .quant import QuantProfile, parse_scheme, quantize
 from .stack import LayerStack
 
@@ -31,10 +35,11 @@ class Backend:
     programs: bool
     in_program: bool
     toolchain: str = "executorch"
+    packed: bool = False
 
     @property
     def eager(self) -> bool:
-        """Whether the stages run as PyTorch modules (``torch``)."""
+        """Whether the stages run as PyTorch modules (``torch``, ``torch-packed``)."""
         return not self.programs
 
     def quantization(self, modules: Any, quant: str | None) -> QuantProfile | XnnpackQuantization | None:
@@ -46,6 +51,8 @@ class Backend:
             raise ValueError(
                 f"backend={self.name!r} runs float graphs (onert runs no int16 Circle), got quant={quant!r}"
             )
+        if self.packed:
+            raise ValueError(f"backend={self.name!r} runs float weights (use backend='torch'), got quant={quant!r}")
         scheme = parse_scheme(quant)
         return XnnpackQuantization(scheme) if self.programs else quantize(modules, scheme)
 
@@ -55,6 +62,8 @@ class Backend:
             from .circle.stages import circle_stages
 
             return circle_stages(modules)
+        if self.packed:
+            pack_projections(modules)
         return stage_programs(modules, quantization) if self.programs else modules
 
     def program(self, modules: Any, stack: LayerStack, quantization: Any = None) -> CacheProgram | None:
@@ -66,6 +75,7 @@ BACKENDS = {
     backend.name: backend
     for backend in (
         Backend("torch", programs=False, in_program=False),
+        Backend("torch-packed", programs=False, in_program=False, packed=True),
         Backend("executorch", programs=True, in_program=True),
         Backend("executorch-stages", programs=True, in_program=False),
         Backend("circle-stages", programs=True, in_program=False, toolchain="circle"),

@@ -52,7 +52,9 @@ class StaticGemma4Runtime:
     The stages run over a :class:`~gemma4_static.stack.LayerStack` (masks, RoPE, the static cache;
     ``sliding_cache="ring"`` keeps ``sliding_window`` slots for sliding layers, ``"full"`` ``max_seq``).
     ``modules`` are the PyTorch stages (what export reads); ``stages`` are what runs: the modules
-    (``backend="torch"``) or their ExecuTorch programs (``"executorch-stages"``: a program per stage,
+    (``backend="torch"``; ``"torch-packed"``: their projections and LM head over weights oneDNN
+    reordered once, :mod:`~gemma4_static.npu.packed`, a faster decode on x86 CPUs for a copy of
+    those weights) or their ExecuTorch programs (``"executorch-stages"``: a program per stage,
     the cache passed in and out). ``backend="executorch"`` runs the text model as one program with
     the KV cache inside it (``program``, :class:`~gemma4_static.executorch.cache_program.CacheProgram`; images
     still go through the vision and fusion programs). ``prefill_chunk``: prefill in fixed chunks.

@@ -51,6 +51,12 @@ def test_e2b_geometry_profiles_pass_their_gates(e2b_model, dtype, report):
     assert_rows_pass(_gated(e2b_model, dtype, report, "e2b-geometry"))
 
 
+@pytest.mark.numerics
+def test_packed_weights_pass_the_bfloat16_gates(tiny_model, report):
+    """``torch-packed`` in bfloat16: oneDNN's kernels over reordered weights, gated like ``torch``'s."""
+    assert_rows_pass(_gated(tiny_model, torch.bfloat16, report, "tiny torch-packed", backend="torch-packed"))
+
+
 def test_checkpoint_profiles_pass_their_gates(checkpoint_model, report):
     for dtype in PROFILES:
         assert_rows_pass(_gated(checkpoint_model, dtype, report, "checkpoint"))

@@ -317,7 +317,7 @@ def test_eos_token_id_outside_the_vocabulary(text_runtime, eos_token_id):
 
 
 def test_unknown_backend_and_a_missing_executorch_extra(tiny_model, monkeypatch):
-    known = r"\('torch', 'executorch', 'executorch-stages', 'circle-stages'\)"
+    known = r"\('torch', 'torch-packed', 'executorch', 'executorch-stages', 'circle-stages'\)"
     with pytest.raises(ValueError, match=rf"backend must be one of {known}, got 'tpu'"):
         StaticGemma4Runtime(tiny_model, max_seq=8, backend="tpu")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)

@@ -90,9 +90,9 @@ class VerifyOptions:
             raise ValueError(f"mask_value must be a number or None, got {self.mask_value!r}")
         if self.shard is not None and not isinstance(self.shard, Shard):
             raise TypeError(f"shard must be a Shard, got {self.shard!r}")
-        backend_named(self.backend)  # a ValueError naming the known ones (or the extra a backend needs)
+        backend = backend_named(self.backend)  # a ValueError naming the known ones (or the extra a backend needs)
         factory = port_factory(self.port)  # a ValueError naming a port that cannot be found
-        if factory is not StaticRuntimePort and (not backend_named(self.backend).eager or self.mask_value is not None):
+        if factory is not StaticRuntimePort and (backend.name != "torch" or self.mask_value is not None):
             raise ValueError(
                 f"backend and mask_value are options of the gemma4-static runtime, not of port {self.port!r}"
             )
@@ -115,8 +115,8 @@ class VerifyOptions:
         if self.dtype != torch.float32:
             raise ValueError(f"quant runs over float32, not {str(self.dtype).removeprefix('torch.')}")
         backend = backend_named(self.backend)
-        if self.port == DEFAULT_PORT and not backend.eager:
-            backend.quantization(None, self.quant)  # a ValueError naming what its programs cannot run
+        if self.port == DEFAULT_PORT and backend.name != "torch":
+            backend.quantization(None, self.quant)  # a ValueError naming what it cannot run
         limits = declared_limits(port_factory(self.port))
         if limits is not None and self.port != DEFAULT_PORT:
             refused_scheme(self.port, limits.schemes.names, self.quant)

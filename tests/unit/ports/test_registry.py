@@ -76,8 +76,9 @@ def test_a_port_gets_the_integer_scheme_in_its_setup(tmp_path):
     name = f"{tmp_path / 'team_adapter.py'}:Adapter"
     port = bound_builder(None, VerifyOptions(port=name, quant="8da4w"))(PortSetup(max_seq=8))
     assert port.setup == PortSetup(max_seq=8, quant="8da4w")
-    with pytest.raises(ValueError, match="backend and mask_value are options of the gemma4-static runtime"):
-        VerifyOptions(port=name, mask_value=-1.0)
+    for runtime_option in ({"mask_value": -1.0}, {"backend": "torch-packed"}, {"backend": "executorch-stages"}):
+        with pytest.raises(ValueError, match="backend and mask_value are options of the gemma4-static runtime"):
+            VerifyOptions(port=name, **runtime_option)
 
 
 def test_a_factory_that_returns_no_port_is_a_value_error(tmp_path):

@@ -13,6 +13,9 @@ memory the machine has, and the peak a run measured.
   beside their integer form.
 - **port** (a port that copies the weights): its declared ``PortLimits.bytes_per_parameter``, the
   run's own instance and the one a group builds beside it.
+- **reordered weights** (this runtime on ``torch-packed``): oneDNN's copy of its projections and LM
+  head in the profile's dtype (counted as every parameter but the tables read row-wise: an upper
+  bound), made once and shared by every instance the run builds.
 - **lowering** (this runtime on an ExecuTorch backend): its programs are lowered in this process,
   each holding a copy of the weights it runs (:data:`LOWERING_BYTES_PER_PARAMETER`, a floor).
 - **logits**: the port's logits at every position of the sample prompt in the profile's dtype, and
@@ -81,8 +84,8 @@ def estimate(files: CheckpointFiles, options: VerifyOptions) -> MemoryEstimate:
         shapes = model_class(config)(config)
     itemsize, stored = options.dtype.itemsize, files.stored_dtype.itemsize
     parts = {"weights": files.parameters * stored}
+    tables = sum(table.weight.numel() for table in kept_tables(shapes))
     if options.dtype != files.stored_dtype:
-        tables = sum(table.weight.numel() for table in kept_tables(shapes))
         parts["weights"] += (files.parameters - tables) * itemsize
     if not options.float32:
         plan = StreamingPlan.of(shapes)
@@ -94,7 +97,10 @@ def estimate(files: CheckpointFiles, options: VerifyOptions) -> MemoryEstimate:
     limits = declared_limits(port_factory(options.port)) or ONE_ROW
     if limits.bytes_per_parameter:
         parts["port"] = int(limits.bytes_per_parameter * files.parameters)
-    if not backend_named(options.backend).eager:
+    backend = backend_named(options.backend)
+    if backend.packed:
+        parts["reordered weights"] = (files.parameters - tables) * itemsize
+    if not backend.eager:
         parts["lowering"] = LOWERING_BYTES_PER_PARAMETER * files.parameters
     prompt, _, setup = sample_plan(config, limits, decode_steps(config, options), options.max_seq)
     rows, vocab = prompt.input_ids.shape[0], text.vocab_size

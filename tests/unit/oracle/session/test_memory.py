@@ -62,6 +62,18 @@ def test_a_lowered_backend_adds_its_programs(saved_bfloat16, backend):
     assert "lowering" not in estimate(files, VerifyOptions(backend="torch")).parts
 
 
+def test_the_packed_backend_adds_its_reordered_copy(saved_bfloat16, tiny_model):
+    """``torch-packed`` reorders the projections and the LM head once (a copy in the profile's dtype);
+    the per-layer-embedding table, read row-wise, is not among them."""
+    files = open_checkpoint(saved_bfloat16)
+    tables = sum(table.weight.numel() for table in kept_tables(tiny_model))
+    for dtype in (torch.float32, torch.bfloat16):
+        packed = estimate(files, VerifyOptions(backend="torch-packed", dtype=dtype))
+        assert packed.parts["reordered weights"] == dtype.itemsize * (files.parameters - tables)
+        assert packed.parts["weights"] == estimate(files, VerifyOptions(dtype=dtype)).parts["weights"]
+    assert "reordered weights" not in estimate(files, VerifyOptions()).parts
+
+
 def test_the_logits_part_follows_the_kept_positions(saved_bfloat16, tiny_model):
     """The port's logits at every position of its sample setup, HF's at the kept ones (all of them
     within the budget, with the softcap's two temporaries) in the profile and in float64."""
