@@ -7,6 +7,11 @@ a verdict.
 
     python -m tests.mutation_lane --shard 2/4 [--minutes 80]   # CI's nightly job: a quarter of the modules
     python -m tests.mutation_lane --changed origin/main        # a pull request: the functions its diff touches
+    python -m tests.mutation_lane --sample 300 [--seed 0]      # the kill rate over all of them, estimated
+
+A sample draws its mutants uniformly at random (seeded) from every mutant of the mutated files (mutmut
+generates them all first) and reports the kill rate with its 95% interval (Wilson's): an estimate of
+the whole lane's rate in the time a shard takes.
 
 Each writes ``mutation-report.json`` (what ran, the counts by status, the kill rate, the survivors)
 and prints its summary. With ``--changed`` a survivor not written down as equivalent fails the run
@@ -21,6 +26,7 @@ import argparse
 import ast
 import json
 import os
+import random
 import re
 import signal
 import subprocess
@@ -111,6 +117,31 @@ def function_patterns(path: Path, lines: set[int]) -> list[str]:
     ]
 
 
+def every_mutant() -> list[str]:
+    """The names of every mutant of the mutated files, sorted (mutmut generates them: a run whose
+    pattern matches no mutant generates and judges none)."""
+    run_mutmut(["no.mutant.has.this.name"], minutes=60)
+    return sorted(results([pattern for path in mutated_files() for pattern in file_patterns(path)]))
+
+
+def sample_of(names: list[str], size: int, seed: int) -> list[str]:
+    """``size`` of ``names`` drawn uniformly without replacement by ``seed``, sorted; all where fewer."""
+    if size < 1:
+        raise ValueError(f"sample must be a positive number of mutants, got {size}")
+    return sorted(random.Random(seed).sample(names, min(size, len(names))))
+
+
+def wilson_interval(killed: int, judged: int) -> tuple[float, float]:
+    """The 95% interval of a kill rate measured as ``killed`` of ``judged`` drawn mutants: Wilson's
+    score interval (honest near 0 and 1, where the normal one is not), as scipy computes it."""
+    from scipy.stats import binomtest
+
+    if judged == 0:
+        raise ValueError("an interval needs at least one judged mutant, got 0")
+    interval = binomtest(killed, judged).proportion_ci(confidence_level=0.95, method="wilson")
+    return float(interval.low), float(interval.high)
+
+
 def run_mutmut(patterns: list[str], minutes: float) -> bool:
     """``mutmut run`` over ``patterns`` for at most ``minutes`` (then stopped: what finished is kept);
     whether it ran (a failing test of the unmutated suite, for one, stops it before any mutant)."""
@@ -151,12 +182,18 @@ def main(argv: list[str] | None = None) -> int:
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--shard", help="K/N: shard K of N of the mutated files")
     which.add_argument("--changed", metavar="BASE", help="the functions a diff against BASE touches")
+    which.add_argument("--sample", type=int, metavar="N", help="N mutants drawn from all of them")
+    parser.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
     parser.add_argument("--minutes", type=float, default=80.0, help="stop mutmut after this long (default 80)")
     parser.add_argument("--json", type=Path, default=ROOT / "mutation-report.json")
     args = parser.parse_args(argv)
+    drawn_from = None
     if args.shard:
         shard, of = (int(part) for part in args.shard.split("/"))
         patterns = shard_patterns(shard, of)
+    elif args.sample is not None:
+        names = every_mutant()
+        patterns, drawn_from = sample_of(names, args.sample, args.seed), len(names)
     else:
         patterns = [p for path, lines in touched_lines(args.changed).items() for p in function_patterns(path, lines)]
     if not patterns:
@@ -164,8 +201,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     ran = run_mutmut(patterns, args.minutes)
     summary = report(results(patterns), patterns)
-    args.json.write_text(json.dumps(summary, indent=2) + "\n")
     rate = "none run" if summary["kill_rate"] is None else f"{summary['kill_rate']:.1%}"
+    if drawn_from is not None and summary["kill_rate"] is not None:
+        counts = summary["counts"]
+        judged = sum(count for status, count in counts.items() if status != "not checked")
+        low, high = wilson_interval(sum(counts.get(status, 0) for status in KILLED), judged)
+        summary["sample"] = {"drawn": len(patterns), "of": drawn_from, "seed": args.seed, "interval": [low, high]}
+        rate += f" (95% interval {low:.1%} to {high:.1%}; {judged} judged of {len(patterns)} drawn from {drawn_from})"
+    args.json.write_text(json.dumps(summary, indent=2) + "\n")
     print(f"mutants by status: {summary['counts']}; kill rate {rate}")
     for name in summary["survivors"]:
         print(f"survived: {name}")

@@ -5,6 +5,7 @@ pull request's functions fails it unless written down as equivalent."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,48 @@ def test_a_run_that_judged_no_mutant_fails(ran, statuses, monkeypatch, tmp_path)
     monkeypatch.setattr(lane, "run_mutmut", lambda patterns, minutes: ran)
     monkeypatch.setattr(lane, "results", lambda patterns: statuses)
     assert lane.main(["--shard", "1/4", "--json", str(tmp_path / "report.json")]) == 2
+
+
+def test_a_sample_is_drawn_uniformly_by_its_seed():
+    names = [f"m.x_f__mutmut_{number}" for number in range(1, 1001)]
+    drawn = lane.sample_of(names, 300, seed=0)
+    assert len(drawn) == len(set(drawn)) == 300 and set(drawn) <= set(names) and drawn == sorted(drawn)
+    assert drawn == lane.sample_of(names, 300, seed=0) != lane.sample_of(names, 300, seed=1)
+    first_half = sum(int(name.rsplit("_", 1)[1]) <= 500 for name in drawn)
+    assert 120 <= first_half <= 180  # uniform: about half from each half (p < 1e-3 outside)
+    assert lane.sample_of(names[:5], 300, seed=0) == names[:5]
+    with pytest.raises(ValueError, match="sample must be a positive number of mutants, got 0"):
+        lane.sample_of(names, 0, seed=0)
+
+
+@pytest.mark.parametrize(
+    ("killed", "judged", "low", "high"),
+    [(0, 10, 0.0, 0.2775), (10, 10, 0.7225, 1.0), (270, 300, 0.8608, 0.9291), (1, 2, 0.0945, 0.9055)],
+)
+def test_the_interval_is_wilsons(killed, judged, low, high):
+    """Reference values: Wilson's score interval at 95% (e.g. 0 of 10: [0, 0.2775])."""
+    got = lane.wilson_interval(killed, judged)
+    assert got == pytest.approx((low, high), abs=5e-5)
+    assert got[0] <= killed / judged <= got[1]
+    with pytest.raises(ValueError, match="needs at least one judged mutant, got 0"):
+        lane.wilson_interval(0, 0)
+
+
+def test_a_sample_reports_its_estimate_with_the_interval(monkeypatch, tmp_path):
+    names = [f"m.x_a__mutmut_{number}" for number in range(1, 41)]
+    monkeypatch.setattr(lane, "every_mutant", lambda: names)
+    ran: list[list[str]] = []
+    monkeypatch.setattr(lane, "run_mutmut", lambda patterns, minutes: ran.append(patterns) or True)
+    statuses = {name: "survived" if name.endswith(("_1", "_2")) else "killed" for name in names}
+    monkeypatch.setattr(lane, "results", lambda patterns: {name: statuses[name] for name in patterns})
+    assert lane.main(["--sample", "20", "--seed", "3", "--json", str(tmp_path / "report.json")]) == 0
+    assert ran == [lane.sample_of(names, 20, seed=3)]
+    summary = json.loads((tmp_path / "report.json").read_text())
+    survived = sum(name.endswith(("_1", "_2")) for name in ran[0])
+    assert summary["kill_rate"] == (20 - survived) / 20
+    assert summary["sample"] == {
+        "drawn": 20,
+        "of": 40,
+        "seed": 3,
+        "interval": list(lane.wilson_interval(20 - survived, 20)),
+    }
