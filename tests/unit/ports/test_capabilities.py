@@ -108,6 +108,7 @@ def test_a_group_that_needs_a_missing_capability_builds_nothing(tiny_model):
     assert len(BUILT) == 1, BUILT  # the sample setup's port alone
 
 
+@pytest.mark.xdist_group("extended-package")  # one worker copies the package for both
 def test_adding_a_capability_is_one_new_module(extended_package):
     """The porting guide's example capability, dropped into a copy of the package's capabilities
     folder: every port has its default (saying what is missing), a port overriding it has it, and

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 import importlib.util
 
+import pytest
+
 from gemma4_static.commands.cli import build_parser
 from gemma4_static.oracle.groups import BY_NAME, GROUPS, PROFILE_KINDS, kind_of, names
 from gemma4_static.oracle.options import VerifyOptions, group_names
@@ -95,6 +97,7 @@ def test_the_command_line_offers_the_table():
     assert tuple(without.choices) == group_names() and all(name in without.help for name in names())
 
 
+@pytest.mark.xdist_group("extended-package")  # one worker copies the package for both
 def test_adding_a_group_is_one_new_file(extended_package, tiny_model):
     """The documentation's example group, dropped into a copy of the package's groups folder and
     nothing else changed: it is in the table in its place, ``verify --without`` offers it, the docs'
