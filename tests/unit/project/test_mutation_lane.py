@@ -6,6 +6,7 @@ pull request's functions fails it unless written down as equivalent."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,23 @@ def test_a_sample_reports_its_estimate_with_the_interval(monkeypatch, tmp_path):
         "seed": 3,
         "interval": list(lane.wilson_interval(20 - survived, 20)),
     }
+
+
+def test_the_mutants_are_generated_by_a_run_that_judges_none(monkeypatch):
+    calls = []
+
+    def mutmut(command, **kwargs):
+        calls.append(command)
+        return subprocess.CompletedProcess(command, 1, "", "AssertionError: Filtered ..., but nothing matches")
+
+    monkeypatch.setattr(lane.subprocess, "run", mutmut)
+    monkeypatch.setattr(
+        lane, "results", lambda patterns: {"m.x_b__mutmut_1": "killed", "m.x_a__mutmut_2": "not checked"}
+    )
+    assert lane.every_mutant() == ["m.x_a__mutmut_2", "m.x_b__mutmut_1"]
+    assert calls == [[*lane.MUTMUT, "run", lane.NO_MUTANT]]
+    monkeypatch.setattr(
+        lane.subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(command, 1, "", "oops")
+    )
+    with pytest.raises(RuntimeError, match=r"mutmut did not generate the mutants \(exit 1\)"):
+        lane.every_mutant()
