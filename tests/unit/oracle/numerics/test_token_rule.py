@@ -16,7 +16,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gemma4_static.oracle.numerics.gates import GATES
+from gemma4_static.oracle.numerics.gates import GATED_STAGES, GATES, QUANT_GATES
 from gemma4_static.oracle.numerics.metrics import compare_greedy, gaps, margin_shift, top_k_check, ulp
 from gemma4_static.oracle.numerics.parity_numerics import decision_rows, greedy_rows, metric_rows, token_rows
 
@@ -166,3 +166,29 @@ def test_an_integer_profile_is_gated_on_how_far_it_falls_below_hf_in_the_same_sc
     assert [row.metric for row in metric_rows("s", "c", ours, hf, reference, GATES[torch.bfloat16])] == [
         "SQNR dB", "cosine", "max abs error", "PEIR"
     ]  # fmt: skip
+
+
+def test_each_gated_stage_of_an_integer_profile_is_judged_by_its_own_gate():
+    """a16w8 gates the PLE at 31 dB and the decoder layers at 17: one output 20 dB off fails the
+    first and passes the second; a stage without its own gate takes the profile's floor (the lowest)."""
+    gate = QUANT_GATES["a16w8"]
+    assert [gate.sqnr_gate(stage) for stage in GATED_STAGES] == [38, 31, 32, 17, 12, 10, 9, 11]
+    assert gate.sqnr_gate("fusion") == gate.sqnr_db == 9
+    reference = torch.linspace(-1, 1, 64, dtype=torch.float64)
+    wobble = torch.cos(torch.arange(64, dtype=torch.float64))
+    ours = reference + wobble * float(reference.norm() / wobble.norm()) * 10 ** (-20 / 20)  # SQNR 20 dB
+    for stage, fails in (("PLE", True), ("decoder layers", False)):
+        sqnr, cosine = metric_rows(stage, "c", ours, ours, reference, gate)[:2]
+        assert sqnr.value == pytest.approx(20.0) and sqnr.failed == fails
+        assert sqnr.tolerance == gate.sqnr_gate(stage)
+        assert cosine.tolerance == pytest.approx(1 - 10 ** (-gate.sqnr_gate(stage) / 10) / 2)
+        assert cosine.failed == fails
+
+
+def test_the_margin_shift_row_carries_hfs_own_shift():
+    gate = GATES[torch.float16]
+    reference = torch.tensor([[20.0, 19.0, 0, 0, 0, 0, 0]], dtype=torch.float64)
+    ours, hf = reference.clone(), reference.clone()
+    hf[0, 1] += 2**-6 * 4  # four float16 ulps at 20
+    (shift, *_) = token_rows("decode steps", "1 step", ours, hf, reference, gate, str)
+    assert (shift.metric, shift.value, shift.hf, shift.tolerance) == ("margin shift (ulps)", 0.0, 4.0, gate.margin)

@@ -5,6 +5,7 @@ ranges not centred on zero; and the faults of the fake quantization that the che
 
 from __future__ import annotations
 
+import copy
 import math
 from types import SimpleNamespace
 
@@ -16,11 +17,13 @@ from hypothesis import strategies as st
 from gemma4_static.oracle.faults.catalogue import faults_named
 from gemma4_static.oracle.flow.verify import selected
 from gemma4_static.oracle.groups.quantization import quantization_rows, weight_row
+from gemma4_static.oracle.numerics.quantized import _hf_sites
 from gemma4_static.oracle.numerics.reference_quant import ReferenceActivation, integer_range, reference_weight
 from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.session.calibration import SchemeSides
 from gemma4_static.quant import QuantProfile, fake_quant, parse_scheme
 from gemma4_static.quant.fake_quant import ActivationQuantizer
+from gemma4_static.runtime import StaticGemma4Runtime
 
 
 def _values(shape: tuple[int, ...], seed: int, centre: float, spread: float) -> torch.Tensor:
@@ -102,13 +105,21 @@ def test_blocks_down_a_column_fail_the_reference_check():
 def test_the_check_compares_something_or_fails():
     """No site compared is a NaN row (never a pass); XNNPACK's quantizer and a port's own recipe are
     one SKIP row each with the reason; a float profile does not run the group."""
-    assert weight_row([], {}).failed and math.isnan(weight_row([], {}).value)
+    empty = weight_row([], {})
+    assert empty.failed and math.isnan(empty.value)
+    assert (empty.stage, empty.check, empty.metric) == (
+        "quantization",
+        "0 quantized weights vs torchao",
+        "max |ours - torchao|",
+    )
     a8w8, recipe = parse_scheme("a8w8"), parse_scheme("8da4w")
     (skipped,) = quantization_rows(SimpleNamespace(scheme=a8w8, sides=SchemeSides(None, adopted=object())))
     assert skipped.skipped.startswith("XNNPACK's PT2E quantizer")
+    assert (skipped.stage, skipped.check) == ("quantization", "sites vs torchao and HF's ranges")
     port = SimpleNamespace(name="a port")
     (skipped,) = quantization_rows(SimpleNamespace(scheme=recipe, sides=SchemeSides(None), port=port))
     assert skipped.skipped.startswith("a port quantizes itself in its own recipe (8da4w)")
+    assert (skipped.stage, skipped.check) == ("quantization", "sites vs torchao and HF's ranges")
     assert "quantization" not in selected(VerifyOptions()) and "quantization" in selected(VerifyOptions(quant="a8w8"))
 
 
@@ -124,3 +135,20 @@ def test_a_site_without_an_hf_counterpart_is_said_and_nothing_passes_for_it():
 def test_a_bit_width_outside_the_reference_is_refused(bits):
     with pytest.raises(ValueError, match=r"bits must be an int in \[2, 16\], got"):
         integer_range(bits)
+
+
+def test_hfs_sites_are_the_runtimes_in_the_schemes_bits(tiny_model):
+    """HF quantized where the runtime quantizes: every site of the runtime's a16w4+e8+h8 profile has
+    its HF counterpart by name (the vision encoder's and the LM head's among them), in the scheme's
+    bits (4 for the projections, 8 for the tables and the head, as ``+e8+h8`` says); HF's extra sites
+    are the K/V projections it holds but never calls (layers that reuse K/V)."""
+    scheme = parse_scheme("a16w4+e8+h8")
+    runtime = StaticGemma4Runtime(tiny_model, max_seq=8, quant=scheme.name)
+    ours = {site.name for site in runtime.quantization.sites}
+    theirs = {site.name: site for site in _hf_sites(copy.deepcopy(tiny_model), scheme)}
+    assert ours <= set(theirs)
+    assert {name.rsplit(" ", 1)[1] for name in set(theirs) - ours} <= {"k_proj", "v_proj"}
+    assert any(name.startswith("vision layer 0 ") for name in ours)
+    assert theirs["LM head"].weight_bits == 8 and theirs["LM head"].group_size is None
+    assert theirs["token embedding table"].weight_bits == 8
+    assert theirs["layer 0 q_proj"].weight_bits == scheme.weight_bits == 4 and theirs["layer 0 q_proj"].activation

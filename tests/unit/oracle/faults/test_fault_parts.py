@@ -1,0 +1,106 @@
+"""The fault catalogue's small parts, in the default suite (the self-test lane runs the faults
+themselves): when a fault applies to a model and profile, the patch that tweaks every new instance,
+and the self-test's one line per fault."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from gemma4_static.oracle.faults.faults import Fault, after_init, setting
+from gemma4_static.oracle.faults.self_test import FaultResult, format_result
+from gemma4_static.oracle.results.report import Row
+
+
+def _model(vision: bool, **text_flags: bool) -> SimpleNamespace:
+    text = SimpleNamespace(**text_flags)
+    config = SimpleNamespace(get_text_config=lambda: text)
+    return SimpleNamespace(model=SimpleNamespace(vision_tower=object() if vision else None), config=config)
+
+
+@pytest.mark.parametrize(
+    ("fault", "model", "dtype", "quant", "reason"),
+    [
+        (Fault("f", "bug", ()), _model(vision=False), torch.float32, None, None),
+        (Fault("f", "bug", (), needs_vision=True), _model(vision=False), torch.float32, None, "no vision tower"),
+        (Fault("f", "bug", (), needs_vision=True), _model(vision=True), torch.float32, None, None),
+        (
+            Fault("f", "bug", (), needs_text="enable_moe_block"),
+            _model(True),
+            torch.float32,
+            None,
+            "no enable_moe_block",
+        ),
+        (
+            Fault("f", "bug", (), needs_text="enable_moe_block"),
+            _model(True, enable_moe_block=True),
+            torch.float32,
+            None,
+            None,
+        ),
+        (
+            Fault("f", "bug", (), needs_quant="a fault of the ranges"),
+            _model(True),
+            torch.float32,
+            None,
+            "of the ranges",
+        ),
+        (Fault("f", "bug", (), needs_quant="a fault of the ranges"), _model(True), torch.float32, "a16w8", None),
+        (
+            Fault("f", "bug", (), float32_only="1e-7 off"),
+            _model(True),
+            torch.bfloat16,
+            None,
+            "below bfloat16's resolution",
+        ),
+        (
+            Fault("f", "bug", (), float32_only="1e-7 off"),
+            _model(True),
+            torch.float32,
+            "a8w8",
+            "below a8w8's resolution",
+        ),
+        (Fault("f", "bug", (), float32_only="1e-7 off"), _model(True), torch.float32, None, None),
+    ],
+)
+def test_a_fault_applies_where_the_model_and_profile_can_show_it(fault, model, dtype, quant, reason):
+    said = fault.not_applicable(model, dtype, quant)
+    assert said is None if reason is None else reason in said
+
+
+class _Thing:
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+def test_after_init_tweaks_each_new_instance_after_its_own_init():
+    owner, attribute, make = after_init(_Thing, setting("double", lambda thing: 2 * thing.size))
+    assert (owner, attribute) == (_Thing, "__init__")
+    thing = _Thing.__new__(_Thing)
+    make(_Thing.__init__)(thing, 21)
+    assert (thing.size, thing.double) == (21, 42)
+
+
+def test_the_self_tests_line_names_what_caught_a_fault_first():
+    fault = Fault("rope-off", "RoPE one position off", ())
+    first, second = (
+        Row("RoPE", "full_attention", "max abs diff", 1.0, 0.0),
+        Row("KV cache", "K", "max abs diff", 2.0, 0.0),
+    )
+    assert format_result(FaultResult(fault, failed=(first,))) == (
+        "CAUGHT  rope-off                       by 1 rows, first: RoPE / full_attention"
+    )
+    assert format_result(FaultResult(fault, failed=(first, second))).endswith("by 2 rows, first: RoPE / full_attention")
+    assert (
+        format_result(FaultResult(fault))
+        == "MISSED  rope-off                       no check failed: RoPE one position off"
+    )
+    assert (
+        format_result(FaultResult(fault, error="IndexError: 5"))
+        == "CAUGHT  rope-off                       raised IndexError: 5"
+    )
+    assert format_result(FaultResult(fault, not_applicable="the model has no vision tower")).startswith(
+        "n/a     rope-off"
+    )
