@@ -51,7 +51,10 @@ FAULTS = {
         lambda folder: _edit_config(folder, lambda c: c["text_config"].update(hidden_size=96)),
         r"its weights do not match its config",
     ),
-    "no weights": (lambda folder: (folder / "model.safetensors").unlink(), r"has no \*\.safetensors weights"),
+    "no weights": (
+        lambda folder: (folder / "model.safetensors").unlink(),
+        r"checkpoint '[^']*checkpoint' has no \*\.safetensors weights",
+    ),
 }
 
 

@@ -92,6 +92,7 @@ def test_a_run_that_cannot_fit_is_refused_naming_both_figures(saved_bfloat16):
     files = open_checkpoint(saved_bfloat16)
     budget = Budget.of(files, VerifyOptions(dtype=torch.bfloat16), memory_gb=0.001)
     assert budget.limit == 1_000_000
+    assert Budget.of(files, VerifyOptions(), memory_gb=12).limit == 12 * 10**9  # GB are 10^9 bytes
     with pytest.raises(ValueError) as refused:
         budget.check()
     message = str(refused.value)
