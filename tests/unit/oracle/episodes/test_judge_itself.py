@@ -12,7 +12,7 @@ import torch
 from hypothesis import find, given, settings
 
 from gemma4_static.cpu.greedy import greedy
-from gemma4_static.oracle.episodes.boundaries import chunk_schedules, prompt_lengths
+from gemma4_static.oracle.episodes.boundaries import chunk_schedules, image_prompt_lengths, prompt_lengths
 from gemma4_static.oracle.episodes.cases import Case, chunks_text, plan
 from gemma4_static.oracle.episodes.judgement import Judgement, Scored
 from gemma4_static.oracle.episodes.scores import length_row, sqnr_row
@@ -91,6 +91,11 @@ def _lines(cases: list[Case]) -> list[str]:
 
 def test_the_grid_builds_these_lengths_and_schedules():
     assert prompt_lengths(6, 34) == [1, 5, 6, 7, 12, 13, 20, 27]
+    # after an image of 8 tokens: one text token, then the window's edges past it (absolute positions)
+    assert image_prompt_lengths(6, 34, 8) == [9, 12, 13, 20, 27]
+    # an image spanning every edge (a window far below it): the lengths counted after it
+    assert image_prompt_lengths(6, 60, 30) == [31, 35, 36, 37, 42, 43, 50, 57]
+    assert image_prompt_lengths(6, 8, 8) == []  # no room for a text token after the image
     assert chunk_schedules(6, 36) == {
         "one call": None, "chunks of 1": (1,), "chunks of W - 1": (5,), "chunks of W": (6,), "chunks of W + 1": (7,),
         "chunks of W + 2": (8,), "chunks of 2W": (12,), "chunks of C": (36,), "policy": None,
