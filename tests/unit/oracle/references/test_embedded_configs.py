@@ -1,0 +1,52 @@
+"""The embedded models' configs say what they claim: every field they set is one Gemma 4's config
+knows (a misspelt name would be kept as an unknown attribute while HF's default built the model), and
+the E2B layouts carry E2B's published values."""
+
+from __future__ import annotations
+
+import pytest
+from transformers import Gemma4TextConfig
+
+from gemma4_static import read_text_config
+from gemma4_static.oracle.references.models import (
+    E2B_WIDTHS,
+    e2b_geometry_config,
+    e2b_real_text_config,
+    e2b_text_fields,
+    tiny_text_fields,
+)
+
+# google/gemma-4-E2B's config.json, text_config (the fields this project's E2B layouts set; its
+# head_dim 256 and global_head_dim 512 become per-layer attributes, checked through the view)
+E2B_PUBLISHED = {
+    "hidden_size": 1536,
+    "intermediate_size": 6144,
+    "num_hidden_layers": 35,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 1,
+    "sliding_window": 512,
+    "vocab_size": 262144,
+    "vocab_size_per_layer_input": 262144,
+    "hidden_size_per_layer_input": 256,
+    "num_kv_shared_layers": 20,
+    "use_double_wide_mlp": True,
+    "final_logit_softcapping": 30.0,
+    "max_position_embeddings": 131072,
+}
+
+
+@pytest.mark.parametrize("fields", [tiny_text_fields, e2b_text_fields], ids=["tiny", "e2b-geometry"])
+def test_every_field_an_embedded_config_sets_is_one_gemma4_knows(fields):
+    known = set(Gemma4TextConfig().to_dict()) | {"global_head_dim"}  # read by __post_init__ into per_layer_config
+    assert set(fields()) <= known, set(fields()) - known
+
+
+def test_the_e2b_layouts_carry_e2bs_published_values():
+    real = e2b_real_text_config()
+    assert {key: getattr(real, key) for key in E2B_PUBLISHED} == E2B_PUBLISHED
+    view = read_text_config(real)  # head dims are per layer type in the config
+    assert (view.spec("sliding_attention").head_dim, view.spec("full_attention").head_dim) == (256, 512)
+    geometry = e2b_geometry_config()
+    narrow = {key: getattr(geometry, key) for key in E2B_PUBLISHED if key not in E2B_WIDTHS}
+    assert narrow == {key: value for key, value in E2B_PUBLISHED.items() if key not in E2B_WIDTHS}
+    assert geometry.hidden_size < real.hidden_size and geometry.vocab_size < real.vocab_size
