@@ -20,53 +20,27 @@ def _model(vision: bool, **text_flags: bool) -> SimpleNamespace:
     return SimpleNamespace(model=SimpleNamespace(vision_tower=object() if vision else None), config=config)
 
 
+MOE, RANGES, TINY_ERROR = "enable_moe_block", "a fault of the ranges", "1e-7 off"
+F32, BF16 = torch.float32, torch.bfloat16
+
+
 @pytest.mark.parametrize(
-    ("fault", "model", "dtype", "quant", "reason"),
+    ("needs", "model", "dtype", "quant", "reason"),
     [
-        (Fault("f", "bug", ()), _model(vision=False), torch.float32, None, None),
-        (Fault("f", "bug", (), needs_vision=True), _model(vision=False), torch.float32, None, "no vision tower"),
-        (Fault("f", "bug", (), needs_vision=True), _model(vision=True), torch.float32, None, None),
-        (
-            Fault("f", "bug", (), needs_text="enable_moe_block"),
-            _model(True),
-            torch.float32,
-            None,
-            "no enable_moe_block",
-        ),
-        (
-            Fault("f", "bug", (), needs_text="enable_moe_block"),
-            _model(True, enable_moe_block=True),
-            torch.float32,
-            None,
-            None,
-        ),
-        (
-            Fault("f", "bug", (), needs_quant="a fault of the ranges"),
-            _model(True),
-            torch.float32,
-            None,
-            "of the ranges",
-        ),
-        (Fault("f", "bug", (), needs_quant="a fault of the ranges"), _model(True), torch.float32, "a16w8", None),
-        (
-            Fault("f", "bug", (), float32_only="1e-7 off"),
-            _model(True),
-            torch.bfloat16,
-            None,
-            "below bfloat16's resolution",
-        ),
-        (
-            Fault("f", "bug", (), float32_only="1e-7 off"),
-            _model(True),
-            torch.float32,
-            "a8w8",
-            "below a8w8's resolution",
-        ),
-        (Fault("f", "bug", (), float32_only="1e-7 off"), _model(True), torch.float32, None, None),
+        ({}, _model(vision=False), F32, None, None),
+        ({"needs_vision": True}, _model(vision=False), F32, None, "no vision tower"),
+        ({"needs_vision": True}, _model(vision=True), F32, None, None),
+        ({"needs_text": MOE}, _model(True), F32, None, "no enable_moe_block"),
+        ({"needs_text": MOE}, _model(True, enable_moe_block=True), F32, None, None),
+        ({"needs_quant": RANGES}, _model(True), F32, None, "of the ranges"),
+        ({"needs_quant": RANGES}, _model(True), F32, "a16w8", None),
+        ({"float32_only": TINY_ERROR}, _model(True), BF16, None, "below bfloat16's resolution"),
+        ({"float32_only": TINY_ERROR}, _model(True), F32, "a8w8", "below a8w8's resolution"),
+        ({"float32_only": TINY_ERROR}, _model(True), F32, None, None),
     ],
 )
-def test_a_fault_applies_where_the_model_and_profile_can_show_it(fault, model, dtype, quant, reason):
-    said = fault.not_applicable(model, dtype, quant)
+def test_a_fault_applies_where_the_model_and_profile_can_show_it(needs, model, dtype, quant, reason):
+    said = Fault("f", "bug", (), **needs).not_applicable(model, dtype, quant)
     assert said is None if reason is None else reason in said
 
 
