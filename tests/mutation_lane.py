@@ -49,6 +49,15 @@ EQUIVALENT: dict[str, str] = {
     "gemma4_static.oracle.groups._shared.x_after_a_decode_step__mutmut_11": (
         "argmax over dim +1 for -1: a prefill's logits are (B, V), whose dim 1 is its last"
     ),
+    **dict.fromkeys(
+        (
+            "gemma4_static.oracle.session.memory.x_estimate__mutmut_32",
+            "gemma4_static.oracle.session.memory.x_estimate__mutmut_34",
+            "gemma4_static.oracle.session.memory.x_estimate__mutmut_36",
+        ),
+        "the largest layer's size when the model has no layer (max's default 0 for None, 1 or none): a Gemma 4"
+        " config has at least one layer, so the default is never taken",
+    ),
     "gemma4_static.oracle.pages.compare.x__change__mutmut_76": (
         "loss >= 0 for > 0: the branch is reached only with abs(loss) >= 0.5, where the two agree"
     ),

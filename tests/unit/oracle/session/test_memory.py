@@ -86,6 +86,12 @@ def test_the_logits_part_follows_the_kept_positions(saved_bfloat16, tiny_model):
     assert rows == 2 and setup.max_seq > length  # two rows; room for the decode steps
     kept = min(LOGITS_BUDGET, rows * length * vocab)
     assert estimate(files, options).parts["logits"] == rows * setup.max_seq * vocab * 2 + 3 * kept * (2 + 8)
+    # float32: no float64 reference beside HF's logits
+    float32 = estimate(files, VerifyOptions()).parts["logits"]
+    assert float32 == rows * setup.max_seq * vocab * 4 + 3 * kept * 4
+    # the run's own max_seq sizes the port's logits
+    longer = VerifyOptions(dtype=torch.bfloat16, max_seq=4 * setup.max_seq)
+    assert estimate(files, longer).parts["logits"] == rows * 4 * setup.max_seq * vocab * 2 + 3 * kept * (2 + 8)
 
 
 def test_a_run_that_cannot_fit_is_refused_naming_both_figures(saved_bfloat16):
