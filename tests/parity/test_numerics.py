@@ -14,6 +14,7 @@ from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from gemma4_static.commands import cli
+from gemma4_static.npu.packed import packing_missing
 from gemma4_static.oracle.faults.catalogue import faults_named
 from gemma4_static.oracle.flow.verify import run_verification
 from gemma4_static.oracle.numerics.gates import GATES
@@ -52,6 +53,9 @@ def test_e2b_geometry_profiles_pass_their_gates(e2b_model, dtype, report):
 
 
 @pytest.mark.numerics
+@pytest.mark.skipif(
+    packing_missing(torch.bfloat16) is not None, reason=f"torch-packed in bfloat16: {packing_missing(torch.bfloat16)}"
+)
 def test_packed_weights_pass_the_bfloat16_gates(tiny_model, report):
     """``torch-packed`` in bfloat16: oneDNN's kernels over reordered weights, gated like ``torch``'s."""
     assert_rows_pass(_gated(tiny_model, torch.bfloat16, report, "tiny torch-packed", backend="torch-packed"))

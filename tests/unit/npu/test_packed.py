@@ -17,6 +17,9 @@ from gemma4_static.npu.packed import PackedHeadMatmul, PackedLinear, packed_line
 from gemma4_static.oracle.results.tolerances import RELATIVE
 from gemma4_static.runtime import StaticGemma4Runtime
 
+BF16_MISSING = packing_missing(torch.bfloat16)  # a CPU (or kernel set) without oneDNN's bfloat16 kernels
+needs_bf16 = pytest.mark.skipif(BF16_MISSING is not None, reason=f"reordered bfloat16 weights: {BF16_MISSING}")
+
 
 def _weight(out_features: int, in_features: int, dtype: torch.dtype) -> torch.Tensor:
     return torch.randn(out_features, in_features, generator=torch.Generator().manual_seed(0)).to(dtype)
@@ -34,6 +37,7 @@ def test_the_product_is_f_linear_to_float32_rounding(shape):
     assert (got - expected).abs().max() <= RELATIVE[torch.float32] * max(1.0, float(expected.abs().max()))
 
 
+@needs_bf16
 def test_bfloat16_rounds_the_same_float32_sums_once():
     """bfloat16: both kernels sum in float32 and round once, so at most one bfloat16 step apart."""
     weight = _weight(300, 64, torch.bfloat16)
@@ -43,7 +47,7 @@ def test_bfloat16_rounds_the_same_float32_sums_once():
     assert ((got - expected).abs() <= step).all()
 
 
-def test_the_reordered_copy_is_made_once_and_again_when_the_weight_changes():
+def test_the_reordered_copy_is_made_once_and_again_when_the_weight_is_edited():
     weight = _weight(32, 16, torch.float32)
     first = reordered(weight)
     assert reordered(weight) is first  # shared by every caller of this weight
@@ -51,9 +55,12 @@ def test_the_reordered_copy_is_made_once_and_again_when_the_weight_changes():
     before = packed_linear(x, weight)
     weight.mul_(2)  # edited in place: the version moves
     assert reordered(weight) is not first
-    torch.testing.assert_close(packed_linear(x, weight), 2 * before, rtol=1e-6, atol=1e-6)
+    assert torch.equal(packed_linear(x, weight), 2 * before)  # doubling every product is exact in float32
+
+
+@needs_bf16
+def test_the_reordered_copy_is_made_again_when_the_weights_storage_is_swapped():
     linear = nn.Linear(16, 32, bias=False)
-    linear.weight.data = weight.clone()
     kept = reordered(linear.weight)
     linear.to(torch.bfloat16)  # the same parameter, its storage swapped
     assert reordered(linear.weight).dtype == torch.bfloat16 and kept.dtype == torch.float32
@@ -94,7 +101,9 @@ def test_an_exported_stage_is_the_plain_stage(tiny_model):
     targets = {str(node.target) for node in exported.graph.nodes if node.op == "call_function"}
     assert "aten.linear.default" in targets
     assert not any("mkldnn" in target for target in targets)
-    torch.testing.assert_close(exported.module()(hidden), head(hidden), rtol=0, atol=2e-5 * 30)
+    expected = head(hidden)  # the same products through oneDNN's reordered kernel: summation order only
+    bound = RELATIVE[torch.float32] * max(1.0, float(expected.abs().max()))
+    assert (exported.module()(hidden) - expected).abs().max() <= bound
 
 
 def test_a_dtype_without_reordered_kernels_is_refused_naming_it(tiny_model):
