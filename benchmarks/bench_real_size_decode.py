@@ -97,7 +97,8 @@ class QuantizedHead(nn.Module):
 
 
 def quantized_8da4w(runtime: StaticGemma4Runtime) -> None:
-    """``runtime``'s projections and LM head replaced by 8da4w copies (the HF model's stay float)."""
+    """``runtime``'s projections (the decoder layers' and the per-layer inputs' projection of the
+    embeddings) and LM head replaced by 8da4w copies (the HF model's stay float)."""
     from executorch.extension.llm.export.quantize import quantize_model_
 
     for layer in runtime.modules.layers:
@@ -105,8 +106,12 @@ def quantized_8da4w(runtime: StaticGemma4Runtime) -> None:
             if isinstance(child, nn.Linear):
                 setattr(layer, name, copy.deepcopy(child))
     runtime.modules.lm_head.matmul = QuantizedHead(runtime.modules.lm_head.weight)
-    targets = nn.ModuleList([*runtime.modules.layers, runtime.modules.lm_head])
+    per_layer = runtime.modules.per_layer_inputs
+    projection = nn.Linear(*reversed(per_layer.projection.shape), bias=False, dtype=per_layer.projection.dtype)
+    projection.weight = nn.Parameter(per_layer.projection.detach().clone(), requires_grad=False)
+    targets = nn.ModuleList([*runtime.modules.layers, runtime.modules.lm_head, projection])
     quantize_model_(targets, qlinear_config="8da4w", qlinear_group_size=GROUP, skip_incompatible_shapes=True)
+    per_layer.projection = projection.weight  # read by F.linear: the quantized weight's own linear
 
 
 def resident_gb() -> float:

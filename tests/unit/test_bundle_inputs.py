@@ -2,8 +2,8 @@
 CPU-side step inputs of the bundle's calling convention, and the bundle export's bad arguments.
 (The lowered program and a runner that knows only the manifest: tests/parity/test_bundle.py.)
 
-Tolerance: ``tolerances.RELATIVE`` (fp32): the same ops, attention over ``[ring | step]`` keys in
-another order than the runtime's.
+Tolerance: ``tolerances.RELATIVE`` (fp32): the same ops, attention over keys in another order than
+the runtime's (``[ring | step]`` in a chunk, the buffer in place with its bin's column masked in decode).
 """
 
 from __future__ import annotations
@@ -24,14 +24,16 @@ from gemma4_static.runtime import StaticGemma4Runtime
 MAX_SEQ, CHUNK = 32, 8
 
 
+@pytest.mark.parametrize("lengths", [[13, 5], [13]], ids=["two-rows", "one-row"])
 @pytest.mark.parametrize("chunk", [CHUNK, MAX_SEQ], ids=["chunks-of-8", "one-call"])
-def test_cached_stack_equals_the_runtime(tiny_model, chunk):
+def test_cached_stack_equals_the_runtime(tiny_model, chunk, lengths):
     """Prefill (in chunks longer than the ring of 6, or all 32 positions in one call) and 12 decode
-    steps across ring wraps: logits equal the runtime's at every row's last token and every step."""
-    runtime = StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=2)
-    twin = StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=2)
+    steps across ring wraps: logits equal the runtime's at every row's last token and every step.
+    Two rows of different lengths, and one row alone (the batch an edge deployment runs)."""
+    runtime = StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=len(lengths))
+    twin = StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ, batch_size=len(lengths))
     program = cached_stack(twin.modules, twin.stack)
-    prompt = text_prompt(tiny_model.config, [13, 5], seed=2)
+    prompt = text_prompt(tiny_model.config, lengths, seed=2)
     inputs = runtime.build_inputs(prompt.input_ids, prompt.attention_mask)
     lengths = inputs.valid_length
     expected = runtime.prefill(prompt.input_ids, prompt.attention_mask)

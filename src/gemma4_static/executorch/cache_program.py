@@ -49,6 +49,7 @@ def cached_stack(stages: Any, stack: LayerStack, *, trace: bool = False) -> Cach
         rope=rope,
         batch_size=stack.layout.batch_size,
         max_seq=stack.layout.max_seq,
+        fill=stack.fill,
         trace=trace,
     ).eval()
 

@@ -7,12 +7,16 @@ tokens' own (an image's soft tokens, fused on the CPU side or by the vision stag
 CPU side owns: their positions, the additive masks per layer type and the cache slots their K/V go to. Buffers
 hold one slot more than the layer type keeps (``capacity + 1``): slot ``capacity`` is the bin
 for K/V that must not be kept (padding, or positions a ring would overwrite in the same step);
-attention never reads it. Layer types that keep ``max_seq`` slots write first and attend over
-their slots ``[0, max_seq)``; ring layer types (fewer slots) attend over ``[ring | this step's
-K/V]`` and are written after the last layer, so a step longer than the ring never overwrites keys
-its own queries still need (the mask decides, from the positions each key holds). Layers that
-reuse another layer's K/V write nothing, so they run on each row's last token only (all tokens
-when tracing every layer's output).
+no query sees it. Layer types that keep ``max_seq`` slots write first and attend over the whole
+buffer in place, the bin's column masked. Ring layer types (fewer slots) attend over ``[ring |
+this step's K/V]`` and are written after the last layer, so a step longer than the ring never
+overwrites keys its own queries still need (the mask decides, from the positions each key holds);
+a one-token step (decode) writes first instead, as its one key overwrites only a position that
+left the window (a ring holds the window), and attends over the buffer in place, its mask's step
+column moved to the slot written. No cache is sliced or concatenated in decode: a backend that
+copies slices (XNNPACK) does not copy the cache for them. Layers that reuse another layer's K/V
+write nothing, so they run on each row's last token only (all tokens when tracing every layer's
+output).
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ class CachedStack(nn.Module):
     not kept). With ``trace`` it also returns every layer's input and output ``(L + 1, B, S, H)``.
 
     ``cos``/``sin`` are ``{layer_type: (max_seq, head_dim)}`` RoPE tables; ``capacities`` the slots
-    kept per layer type; ``sources[i]`` the layer whose K/V layer ``i`` attends over."""
+    kept per layer type; ``sources[i]`` the layer whose K/V layer ``i`` attends over; ``fill`` the masks'
+    additive value of a forbidden key (the bin's column)."""
 
     def __init__(
         self,
@@ -50,6 +55,7 @@ class CachedStack(nn.Module):
         rope: dict[str, tuple[torch.Tensor, torch.Tensor]],
         batch_size: int,
         max_seq: int,
+        fill: float,
         trace: bool = False,
     ) -> None:
         super().__init__()
@@ -57,7 +63,7 @@ class CachedStack(nn.Module):
         self.layers = nn.ModuleList(layers)
         self.layer_types, self.sources, self.capacities = layer_types, sources, capacities
         self.type_order = tuple(dict.fromkeys(layer_types))
-        self.max_seq, self.trace = max_seq, trace
+        self.max_seq, self.fill, self.trace = max_seq, fill, trace
         reusing = [index for index, source in enumerate(sources) if source != index]
         self.first_reusing_layer = reusing[0] if reusing else len(layers)
         for name, (cos, sin) in rope.items():
@@ -92,8 +98,12 @@ class CachedStack(nn.Module):
         *masks_and_slots: torch.Tensor,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         count = len(self.type_order)
-        masks = dict(zip(self.type_order, masks_and_slots[:count], strict=True))
+        one_token = input_ids.shape[1] == 1
         slots = dict(zip(self.type_order, masks_and_slots[count:], strict=True))
+        masks = {
+            name: self._over_buffer(name, mask, slots[name], one_token)
+            for name, mask in zip(self.type_order, masks_and_slots[:count], strict=True)
+        }
         hidden = self.embedding(input_ids) * (1.0 - embedded) + embeddings * embedded
         states = [hidden]
         per_layer_inputs = self.per_layer_inputs(input_ids, hidden)
@@ -114,25 +124,41 @@ class CachedStack(nn.Module):
                 masks = {name: _rows(mask, last_index, 2) for name, mask in masks.items()}
                 last_index = torch.zeros_like(last_index)
             query, key, value = layer.attention_inputs(hidden, *rope[layer_type])
+            in_place = one_token or not self.is_ring(layer_type)
             if source == index:
                 produced[index] = (key, value)
-                if not self.is_ring(layer_type):
+                if in_place:
                     self._write(index, key, value, slots[layer_type])
-            capacity = self.capacities[layer_type]
-            keys, values = (cache[:, :, :capacity] for cache in self.caches(source))
-            if self.is_ring(layer_type):
+            keys, values = self.caches(source)
+            if not in_place:
                 step_key, step_value = produced[source]
-                keys, values = torch.cat((keys, step_key), dim=2), torch.cat((values, step_value), dim=2)
+                capacity = self.capacities[layer_type]
+                keys = torch.cat((keys[:, :, :capacity], step_key), dim=2)
+                values = torch.cat((values[:, :, :capacity], step_value), dim=2)
             hidden = layer.attend_and_feed_forward(
                 hidden, per_layer_inputs[:, :, index], query, keys, values, masks[layer_type]
             )
             states.append(hidden)
         for index, (key, value) in produced.items():  # ring writes after every layer has read the ring
-            if self.is_ring(self.layer_types[index]):
+            if self.is_ring(self.layer_types[index]) and not one_token:
                 self._write(index, key, value, slots[self.layer_types[index]])
         last = hidden.gather(1, last_index[:, None, None].expand(-1, 1, hidden.shape[-1]))
         logits = self.lm_head(last)[:, 0]
         return (logits, torch.stack(states)) if self.trace else logits
+
+    def _over_buffer(self, layer_type: str, mask: torch.Tensor, slots: torch.Tensor, one_token: bool) -> torch.Tensor:
+        """``mask (B, 1, S, K)`` as the keys this layer type attends over: a buffer in place ``(B, 1, S,
+        capacity + 1)``, the bin's column ``fill`` (a ring in a one-token step: its ``[ring | step]``
+        mask with the step's column at the slot written, ``slots (B, 1)``); a ring in a longer step
+        keeps ``[ring | step]``."""
+        capacity = self.capacities[layer_type]
+        if not self.is_ring(layer_type):
+            return nn.functional.pad(mask, (0, 1), value=self.fill)
+        if not one_token:
+            return mask
+        over_ring = nn.functional.pad(mask[..., :capacity], (0, 1), value=self.fill)
+        written = torch.arange(capacity + 1) == slots[:, None, :, None]  # (B, 1, 1, capacity + 1)
+        return torch.where(written, mask[..., capacity:], over_ring)
 
     def _write(self, index: int, key: torch.Tensor, value: torch.Tensor, slots: torch.Tensor) -> None:
         """``key``/``value`` ``(B, kv_heads, S, D)`` into producing layer ``index``'s buffers at ``slots
