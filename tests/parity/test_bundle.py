@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,8 @@ import torch
 pytest.importorskip("executorch", reason="the executorch extra is not installed (pip install '.[executorch]')")
 
 from gemma4_static.cpu.schedule import expand_schedule
+from gemma4_static.executorch.cache_program import cached_stack
+from gemma4_static.executorch.lowering import export_for_lowering
 from gemma4_static.executorch.step_inputs import prefill_logits, step_inputs
 from gemma4_static.oracle.checks import parity
 from gemma4_static.oracle.numerics.parity_numerics import greedy_rows
@@ -35,6 +38,8 @@ from tests.parity.edge_layout import EDGE_GROUP
 pytestmark = [pytest.mark.executorch, pytest.mark.xdist_group(EDGE_GROUP)]
 CHUNK, NEW = 8, 14
 RUNNER = Path(__file__).with_name("bundle_runner.py")
+aten = torch.ops.aten
+BUFFER_ALIASES = {aten.view.default, aten.reshape.default, aten.index_put.default}
 
 
 def test_manifest_states_the_layout_and_calling_convention(bundle):
@@ -45,6 +50,30 @@ def test_manifest_states_the_layout_and_calling_convention(bundle):
     rings = {entry["name"]: entry["ring"] for entry in manifest["layer_types"]}
     assert rings == {"sliding_attention": True, "full_attention": False}
     assert any("bin slot" in line for line in manifest["convention"])
+
+
+def test_decode_reads_each_cache_buffer_in_place(bundle, tiny_model):
+    """The decode method's graph (as exported for lowering) reads a cache buffer only through views
+    into the attention products: no slice and no concatenation of a cache, which XNNPACK would copy
+    in every step (its products read the buffer itself). Each of the layers reads its keys (through
+    the transpose of the scores' product) and its values."""
+    _, _, runtime = bundle
+    module = cached_stack(runtime.modules, runtime.stack)
+    positions = (torch.arange(1) + runtime.layout.max_seq // 2).expand(runtime.layout.batch_size, -1)
+    keep = torch.ones_like(positions, dtype=torch.bool)
+    exported = export_for_lowering(module, step_inputs(runtime.stack, torch.zeros_like(positions), positions, keep))
+    buffers = exported.graph_signature.inputs_to_buffers
+    aliases = {node for node in exported.graph.nodes if "cache" in buffers.get(node.name, "")}
+    for node in exported.graph.nodes:  # a view of a buffer, or the buffer after a write, is the buffer
+        if node.op == "call_function" and node.target in BUFFER_ALIASES and node.args[0] in aliases:
+            aliases.add(node)
+    readers = Counter(
+        str(node.target)
+        for node in exported.graph.nodes
+        if node not in aliases and node.op == "call_function" and aliases.intersection(node.all_input_nodes)
+    )
+    layers = tiny_model.config.get_text_config().num_hidden_layers
+    assert readers == {"aten.transpose.int": layers, "aten.bmm.default": layers}, readers
 
 
 def test_program_matches_hf_step_by_step(bundle, tiny_model, report):
