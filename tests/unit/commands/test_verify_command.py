@@ -34,6 +34,9 @@ def test_verify_passes_on_the_default_model_and_writes_json(tmp_path, capsys):
     outcomes = {cell["outcome"] for cell in report["figures"]["grid"]}
     assert len(report["figures"]["layers"]) == 10 and outcomes == {"pass", "over budget"}  # a budget of 150 calls
     assert report["model"] == "tiny" and report["passed"] is True
+    spans = [row["check"].split()[1] for row in report["rows"] if row["check"].startswith("layers ")]
+    covered = [layer for span in spans for layer in range(int(span.split("-")[0]), int(span.split("-")[1]) + 1)]
+    assert covered == list(range(10)), spans  # the hidden states merged per span: every layer once, in order
     stages = {row["stage"] for row in report["rows"]}
     assert stages == {
         "static inputs",

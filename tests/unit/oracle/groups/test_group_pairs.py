@@ -28,7 +28,7 @@ from gemma4_static.oracle.groups import BY_NAME, names
 from gemma4_static.oracle.groups.decode import SPECIAL_KINDS, with_special_ids
 from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.references import models
-from gemma4_static.oracle.references.samples import text_prompt
+from gemma4_static.oracle.references.samples import special_ids, text_prompt
 from gemma4_static.oracle.results.report import Row
 from gemma4_static.ports import PortSetup
 from gemma4_static.ports.static import StaticRuntimePort
@@ -252,3 +252,14 @@ def test_the_decode_group_feeds_every_kind_of_special_id(correct_run):
     assert fed == set(SPECIAL_KINDS.values()) and all(row.compared and not row.failed for row in rows), rows
     with pytest.raises(ValueError, match="kind must be one of \\('other', 'placeholder'\\), got 'placeholders'"):
         with_special_ids(SimpleNamespace(config=None), "placeholders")
+
+
+def test_the_special_ids_at_a_prompts_end_are_named_as_the_config_names_them(correct_run, tiny_model):
+    """The prefill rows of special ids at a prompt's end list each id by its config field less
+    ``_token_id`` (``boi``, ``audio``; HF's ``eoa_token_index`` as it is), the name a reader looks
+    up; every special id but the image placeholder (an image is its own group's), each once."""
+    rows = [row for row in correct_run(WRAPPED) if row.group == "decode" and "at a prompt's end" in row.check]
+    named = [name for row in rows for name in row.check.split("(", 1)[1].rstrip(")").split(", ")]
+    fields = [field for field in special_ids(tiny_model.config) if field != "image_token_id"]
+    expected = [field[: -len("_token_id")] if field.endswith("_token_id") else field for field in fields]
+    assert len(rows) == len(SPECIAL_KINDS) and sorted(named) == sorted(expected), (named, fields)
