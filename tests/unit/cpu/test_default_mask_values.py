@@ -7,11 +7,15 @@ does."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 from gemma4_static.cpu.checks import default_mask_value, mask_fill_value
 from gemma4_static.oracle.flow.verify import run_verification
+from gemma4_static.oracle.numerics.gates import MASKED_WEIGHT_BOUND
+from gemma4_static.oracle.numerics.parity_numerics import mask_value_check
 from gemma4_static.oracle.options import VerifyOptions
 from tests import made_models
 
@@ -37,3 +41,15 @@ def test_the_fp16_default_overflows_nowhere_on_a_steep_model(tiny_model):
     for fill, overflows in ((None, 0.0), (torch.finfo(torch.float16).min, 1.0)):
         rows = run_verification(steep, VerifyOptions(dtype=torch.float16, groups=("mask-value",), mask_value=fill))
         assert [row.value for row in rows] == [0.0, overflows], [(row.check, row.value) for row in rows]
+
+
+def test_the_mask_value_rows_name_the_fill_the_keys_and_the_dtype():
+    """The two rows of the mask-value check as a reader sees them: the masked keys' weight against its
+    bound (``keys x exp(fill + 2 x bound)``), and whether the fill minus the score bound overflows, in
+    the dtype named."""
+    weight, overflow = mask_value_check(-100.0, torch.float16, 64, 30.0)
+    assert weight.check == "-100 over 64 keys, score bound 30" and weight.metric == "masked weight bound"
+    assert weight.value == pytest.approx(64 * math.exp(-40.0)) and weight.tolerance == MASKED_WEIGHT_BOUND
+    assert overflow.check == "-100 - score bound in float16" and (overflow.value, overflow.tolerance) == (0, 0.0)
+    (_, overflow) = mask_value_check(torch.finfo(torch.float16).min, torch.float16, 64, 30.0)
+    assert overflow.value == 1 and overflow.failed
