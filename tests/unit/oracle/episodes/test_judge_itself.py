@@ -13,16 +13,19 @@ from hypothesis import find, given, settings
 
 from gemma4_static.cpu.greedy import greedy
 from gemma4_static.oracle.episodes.boundaries import chunk_schedules, image_prompt_lengths, prompt_lengths
-from gemma4_static.oracle.episodes.cases import Case, chunks_text, plan
+from gemma4_static.oracle.episodes.cases import Case, chunks_text, plan, run_case
 from gemma4_static.oracle.episodes.judgement import Judgement, Scored
 from gemma4_static.oracle.episodes.scores import length_row, sqnr_row
 from gemma4_static.oracle.flow.verify import MINIMUM, verify
 from gemma4_static.oracle.fuzz.strategies import boundaries, length_anchors, near_anchors, schedules
 from gemma4_static.oracle.options import VerifyOptions
+from gemma4_static.oracle.references.samples import text_prompt
 from gemma4_static.oracle.results import tolerances
 from gemma4_static.oracle.results.report import Row, explained, skip_row
 from gemma4_static.oracle.results.verdict import ExitCode, Verdict
+from gemma4_static.ports import PortSetup
 from gemma4_static.ports.limits import ChunkLimits, PortLimits
+from gemma4_static.ports.static import StaticRuntimePort
 from tests.unit.ports import port_adapters
 
 # The tiny model's grid (window 6, max_seq 36, a port that takes any schedule): length, schedule,
@@ -224,3 +227,20 @@ def test_the_greedy_loop_feeds_each_argmax_and_pads_a_finished_row():
     tokens = greedy(first, decode, max_new_tokens=6, eos=torch.tensor([2]), pad_token_id=0)
     assert tokens.tolist() == [[4, 5, 2, 0, 0, 0], [3, 6, 7, 2, 0, 0]]
     assert fed == [[4, 3], [5, 6], [2, 7]]  # each step's argmax; nothing after the last row's EOS
+
+
+def test_a_case_observes_every_output_at_its_position_with_its_kind(tiny_model):
+    """A case's observations, each at the position its logits stand for and named by what returned
+    it (the name a divergence is reported with): each chunk's end, the prompt's last token (the last
+    chunk's end again: both are judged), each decode step."""
+    base = text_prompt(tiny_model.config, [12], seed=3)
+    port = StaticRuntimePort(tiny_model, PortSetup(16, 1, prefill_schedule=(3,)))
+    observed = run_case(port, base, Case(6, "chunks of 3", (3, 3), 2, (3, 3)))
+    assert [(o.position, o.kind) for o in observed.rows[0]] == [
+        (2, "chunk end"),
+        (5, "chunk end"),
+        (5, "last prompt token"),
+        (6, "decode step 0"),
+        (7, "decode step 1"),
+    ]
+    assert all(o.logits.shape == (tiny_model.config.get_text_config().vocab_size,) for o in observed.rows[0])
