@@ -37,6 +37,8 @@ def test_verify_passes_on_the_default_model_and_writes_json(tmp_path, capsys):
     spans = [row["check"].split()[1] for row in report["rows"] if row["check"].startswith("layers ")]
     covered = [layer for span in spans for layer in range(int(span.split("-")[0]), int(span.split("-")[1]) + 1)]
     assert covered == list(range(10)), spans  # the hidden states merged per span: every layer once, in order
+    vision = [row["check"] for row in report["rows"] if row["stage"] == "vision prefill"]
+    assert vision[:2] == ["patch embeddings", "encoder layers 0-1 hidden states"], vision  # then pooling, soft tokens
     stages = {row["stage"] for row in report["rows"]}
     assert stages == {
         "static inputs",

@@ -24,6 +24,7 @@ from gemma4_static.oracle.references.recording import (
     recorded,
     unpack,
 )
+from gemma4_static.oracle.results import tolerances
 from gemma4_static.oracle.shards import Shard
 from gemma4_static.ports import PortSetup
 from gemma4_static.ports.prompt import Prompt
@@ -108,8 +109,14 @@ def _folder(tmp_path: Path, model: torch.nn.Module) -> Path:
 def test_a_reference_folder_is_refused_for_other_weights_profile_or_plan(tmp_path):
     model = _model()
     folder = _folder(tmp_path, model)
-    manifest = json.loads((folder / "manifest.json").read_text())
+    text = (folder / "manifest.json").read_text()
+    manifest = json.loads(text)
     jsonschema.validate(manifest, reference_folder.schema(), format_checker=jsonschema.FormatChecker())
+    assert len(text.splitlines()) > 20  # indented, one entry a line: two references diff line by line
+    recorded_under = manifest["tolerances"]  # the tolerances of the suite that recorded it, by name
+    assert recorded_under["export_relative"] == tolerances.EXPORT_RELATIVE
+    assert recorded_under["relative"]["float32"] == tolerances.RELATIVE[torch.float32]
+    assert recorded_under["rope"]["float32"] == tolerances.ROPE[torch.float32]
     reference = reference_folder.open_reference(folder)
     reference.admit_model(model, "float32")
     with pytest.raises(ValueError, match="recorded for model 'linear' with fingerprint"):
