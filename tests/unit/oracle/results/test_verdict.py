@@ -168,3 +168,14 @@ def test_the_plugin_fails_a_session_that_compared_nothing(pytester):
     result.stdout.fnmatch_lines(
         ["*gemma4: nothing compared for port*NothingPort on tiny: prefill logits and decode steps*"]
     )
+
+
+def test_a_failures_detail_keeps_its_indentation_below_the_line():
+    """A failure's detail (a mask diagram, a traceback) printed below its line as written: its
+    indentation kept (a diagram's columns line up), trailing blanks dropped; a passing row prints one line."""
+    diagram = "    q\\k 0 1\n      0 x .   \n"
+    failing = Row("masks prefill", "full_attention", "max abs diff", 1.0, 0.0, detail=diagram, raised="  Traceback\n")
+    lines = format_row(failing).splitlines()
+    assert lines[0].startswith("FAIL  masks prefill") and lines[1:] == ["    q\\k 0 1", "      0 x .", "  Traceback"]
+    passing = replace(failing, value=0.0, raised="")
+    assert passing.status == "PASS" and "\n" not in format_row(passing)
