@@ -1,0 +1,32 @@
+"""A one-row prompt in a port's fixed image profile: BOS where the profile has one, text up to each
+image slot's ``boi``, the image (``boi``, the profile's soft-token placeholders, ``eoi``) at its
+slot, then the text after; a profile whose soft-token count the model's processor does not give is
+refused naming both counts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gemma4_static.oracle.references.samples import profile_prompt
+from gemma4_static.ports.images import ImageProfile
+
+PROFILE = ImageProfile("tiny 48x48", (48, 48), budget=70, soft_tokens=64, slots=(2, 70), bos=True)
+
+
+def test_each_image_fills_its_slot_between_boi_and_eoi(tiny_model):
+    config = tiny_model.config
+    prompt = profile_prompt(config, PROFILE, 5)
+    ids = prompt.input_ids[0]
+    assert ids.shape == (70 + 64 + 1 + 5,) and int(ids[0]) == 2  # BOS
+    for slot in PROFILE.slots:
+        assert int(ids[slot - 1]) == config.boi_token_id and int(ids[slot + 64]) == config.eoi_token_id
+        assert torch.all(ids[slot : slot + 64] == config.image_token_id)
+    images = ids == config.image_token_id
+    assert int(images.sum()) == 128 and prompt.pixel_values.shape[0] == 2 and bool(prompt.attention_mask.all())
+
+
+def test_a_profile_the_processor_does_not_give_is_refused(tiny_model):
+    wrong = ImageProfile("tiny 48x48", (48, 48), budget=70, soft_tokens=63)
+    with pytest.raises(ValueError, match="gives 64 soft tokens for \\(48, 48\\) at a budget of 70, not 63"):
+        profile_prompt(tiny_model.config, wrong, 5)
