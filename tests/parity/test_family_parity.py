@@ -21,7 +21,7 @@ from gemma4_static.oracle.checks import parity, parity_masks
 from gemma4_static.oracle.checks.routing import MARGIN_BOUND, RoutingLedger, is_structural_tie, prefix_keys
 from gemma4_static.oracle.groups import names
 from gemma4_static.oracle.references.family import GEOMETRY_NAMES, TESTER_PATCHES
-from gemma4_static.oracle.references.hf import hf_prefill
+from gemma4_static.oracle.references.hf import hf_decode_logits, hf_prefill
 from gemma4_static.oracle.references.samples import Prompt, text_prompt
 from gemma4_static.oracle.results.report import assert_rows_pass, merge
 from gemma4_static.ports.static import StaticRuntimePort
@@ -170,6 +170,22 @@ def test_routing_ties_are_pinned_and_decided_disagreements_fail(tester_model):
     assert not torch.allclose(pinned.hidden_states[1][0, position], unpinned.hidden_states[1][0, position])
     # earlier tokens keep their experts (HF's per-expert batches change size, so only rounding moves)
     torch.testing.assert_close(pinned.hidden_states[1][0, :position], unpinned.hidden_states[1][0, :position])
+
+
+def test_a_decode_tokens_choices_are_keyed_by_its_whole_history(tester_model):
+    """HF's decode step through its cache: the pinner keys the new token by the prompt before it and
+    itself (the history follows the cache across calls), so this runtime's choice recorded for that
+    history is compared in every MoE layer; a key of the token alone would compare none."""
+    prompt = text_prompt(tester_model.config, [6])
+    token = torch.tensor([[9]])
+    key = prefix_keys([*prompt.input_ids[0].tolist(), 9])[-1]
+    moe_layers = [index for index, layer in enumerate(text_module(tester_model).layers) if layer.enable_moe_block]
+    k = tester_model.config.get_text_config().top_k_experts
+    ledger = RoutingLedger()
+    ledger.ours.update({(layer, key): tuple(range(k)) for layer in moe_layers})
+    with ledger.active(tester_model):
+        hf_decode_logits(tester_model, prompt, token)
+    assert moe_layers and ledger.matched == len(moe_layers), (ledger.matched, moe_layers)
 
 
 def test_a_tie_by_construction_is_decided_and_a_tie_by_rounding_pinned(tester_model):
