@@ -50,3 +50,25 @@ def test_the_e2b_layouts_carry_e2bs_published_values():
     narrow = {key: getattr(geometry, key) for key in E2B_PUBLISHED if key not in E2B_WIDTHS}
     assert narrow == {key: value for key, value in E2B_PUBLISHED.items() if key not in E2B_WIDTHS}
     assert geometry.hidden_size < real.hidden_size and geometry.vocab_size < real.vocab_size
+
+
+def test_the_e2b_geometry_writes_every_published_value_out():
+    """Each of E2B's published values the geometry keeps is set by its fields, not left to HF's
+    config defaults (today's defaults equal some of them; a default that moves would move the model)."""
+    kept = set(E2B_PUBLISHED) - set(E2B_WIDTHS)
+    assert kept <= set(e2b_text_fields()), kept - set(e2b_text_fields())
+
+
+def test_the_tiny_model_is_what_its_documentation_says(tiny_model):
+    """docs/models.md: 10 layers in the 4:1 pattern, 4 KV-shared layers among both layer types,
+    sliding window 6, per-layer embeddings, a double-wide MLP."""
+    text = tiny_model.config.get_text_config()
+    types = list(text.layer_types)
+    assert types == (["sliding_attention"] * 4 + ["full_attention"]) * 2
+    assert (text.num_kv_shared_layers, text.sliding_window, text.use_double_wide_mlp) == (4, 6, True)
+    assert set(types[-4:]) == {"sliding_attention", "full_attention"} and text.hidden_size_per_layer_input > 0
+
+
+def test_a_real_size_layout_of_another_depth_is_refused():
+    with pytest.raises(ValueError, match="layers must be 35 \\(E2B\\) or 10 \\(its first ten\\), got 36"):
+        e2b_real_text_config(36)
