@@ -1,0 +1,52 @@
+"""The sensitivity sweep's report on a synthetic sweep (the numerics lane runs real ones): the ranked
+table (per mode, the groups in rank order under their metrics' headers) and the chart (two panels,
+a bar per group, the full profile's KL dashed and named in each legend)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+from gemma4_static.oracle.flow.sensitivity import GroupResult, Sweep
+from gemma4_static.oracle.numerics.metrics import Metrics
+from gemma4_static.oracle.numerics.sensitivity_report import table_lines, write_chart
+
+METRICS = Metrics(max_abs=0.1, peir=1e-3, cosine=0.999, sqnr_db=30.0)
+
+
+def _result(group: str, mode: str, kl: float) -> GroupResult:
+    return GroupResult(group, mode, "last layer", METRICS, METRICS, 0.95, kl, 2 * kl)
+
+
+SWEEP = Sweep(
+    "a8w8",
+    _result("every group", "all", 0.02),
+    (
+        _result("layer 0", "only", 0.001),
+        _result("LM head", "only", 0.01),
+        _result("layer 0", "all but", 0.019),
+        _result("LM head", "all but", 0.008),
+    ),
+    calibration_seconds=1.5,
+    sweep_seconds=4.0,
+)
+
+
+def test_the_table_ranks_each_mode_under_its_header():
+    lines = table_lines(SWEEP)
+    assert lines[0].startswith("sensitivity a8w8: every group quantized: logits SQNR 30.0 dB, top-1 95.0%")
+    headers = [index for index, line in enumerate(lines) if line.lstrip().startswith("rank")]
+    assert len(headers) == 2 and all("KL mean" in lines[i] and "KL max" in lines[i] for i in headers)
+    only, all_but = lines[headers[0] + 1 : headers[0] + 3], lines[headers[1] + 1 : headers[1] + 3]
+    assert [line.split()[1:3] for line in only] == [["LM", "head"], ["layer", "0"]]  # the costliest first
+    assert [line.split()[1:3] for line in all_but] == [["LM", "head"], ["layer", "0"]]  # the largest saving first
+    assert lines[headers[0] - 1].startswith("only:") and lines[headers[1] - 1].startswith("all but:")
+
+
+def test_the_chart_draws_both_modes_with_the_full_profile_dashed(tmp_path):
+    path = tmp_path / "sensitivity.svg"
+    with matplotlib.rc_context({"svg.fonttype": "none"}):  # text kept as text, to be read back
+        write_chart(SWEEP, path, title="a8w8 on tiny")
+    svg = path.read_text()
+    for text in ("only this group quantized", "every group but this one quantized", "a8w8 on tiny"):
+        assert text in svg, text
+    assert svg.count("every group quantized</text>") == 2  # each panel's legend names the dashed line
