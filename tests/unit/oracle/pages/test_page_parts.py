@@ -1,0 +1,77 @@
+"""The parts the report pages are made of, read as text: a row's gate as the terminal prints it, the
+run's provenance (each fact under its name, ``?`` for one the report lacks), a failure's notes and
+the comparison page's two runs with their verdicts."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gemma4_static.oracle.pages.compare_page import _runs
+from gemma4_static.oracle.pages.layout import gate_text, provenance
+from gemma4_static.oracle.pages.verify_page import _notes
+
+
+@pytest.mark.parametrize(
+    ("row", "text"),
+    [
+        ({"status": "PASS", "tolerance": 5e-4}, "<= 0.0005"),
+        ({"status": "FAIL", "tolerance": 43.0, "higher_is_better": True}, ">= 43"),
+        ({"status": "INFO", "tolerance": 1.0}, "not gated"),
+        ({"status": "PASS", "tolerance": None}, "not gated"),
+        ({"status": "SKIP", "tolerance": 5e-4}, ""),
+    ],
+    ids=["lower-is-better", "higher-is-better", "info", "ungated", "skipped"],
+)
+def test_a_rows_gate_reads_as_the_terminal_prints_it(row, text):
+    assert gate_text(row) == text
+
+
+def _facts(html: str) -> dict[str, str]:
+    return dict(re.findall(r"<dt>([^<]*)</dt><dd>([^<]*)</dd>", html))
+
+
+def test_the_provenance_names_each_fact_of_the_run():
+    metadata = {
+        "port": {"name": "gemma4-static", "version": "0.9.0"},
+        "model": "tiny",
+        "profile": "float32",
+        "backend": "torch",
+        "kernel_set": "avx2",
+        "cpu": {"name": "AMD EPYC", "aten_capability": "AVX2"},
+        "versions": {"torch": "2.13.0", "tico": None},
+        "seeds": {"sample prompt": 0},
+        "date": "2026-12-05",
+    }
+    assert _facts(provenance(metadata)) == {
+        "port": "gemma4-static 0.9.0",
+        "model": "tiny",
+        "profile": "float32",
+        "backend": "torch",
+        "kernel set": "avx2",
+        "CPU": "AMD EPYC (ATen AVX2)",
+        "versions": "torch 2.13.0, tico not installed",
+        "seeds": "sample prompt 0",
+        "date": "2026-12-05",
+    }
+    lacking = _facts(provenance({}))
+    assert lacking["kernel set"] == lacking["date"] == lacking["model"] == "?" and lacking["CPU"] == "? (ATen ?)"
+
+
+def test_a_failures_notes_give_the_ports_documented_reason_its_detail_and_traceback():
+    row = {"status": "XFAIL", "expected": "drops the PLE <table>", "detail": "first: layer 2", "raised": "Trace"}
+    notes = _notes(row)
+    assert "<p>documented by the port: drops the PLE &lt;table&gt;</p>" in notes
+    assert "<summary>detail</summary><pre>first: layer 2</pre>" in notes and "<pre>Trace</pre>" in notes
+    assert _notes({**row, "status": "PASS"}) == ""
+
+
+def test_the_compared_runs_each_carry_their_own_verdict():
+    def run(passed: bool) -> dict:
+        metadata = {"port": {"name": "gemma4-static"}, "profile": "float32"}
+        return {"metadata": metadata, "passed": passed, "model": "tiny", "counts": {"PASS": 3}}
+
+    lines = _runs(run(True), run(False), ("a.json", "b.json")).split("</li>")
+    assert '<span class="badge PASS">passed</span>' in lines[0] and "FAIL" not in lines[0]
+    assert '<span class="badge FAIL">failed</span>' in lines[1] and "badge PASS" not in lines[1]
