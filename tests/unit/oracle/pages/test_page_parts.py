@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from gemma4_static.oracle.pages.compare_page import _runs
+from gemma4_static.oracle.pages.compare_page import _changes, _runs
 from gemma4_static.oracle.pages.layout import gate_text, provenance
 from gemma4_static.oracle.pages.verify_page import _notes
 
@@ -75,3 +75,15 @@ def test_the_compared_runs_each_carry_their_own_verdict():
     lines = _runs(run(True), run(False), ("a.json", "b.json")).split("</li>")
     assert '<span class="badge PASS">passed</span>' in lines[0] and "FAIL" not in lines[0]
     assert '<span class="badge FAIL">failed</span>' in lines[1] and "badge PASS" not in lines[1]
+
+
+@pytest.mark.parametrize(
+    ("kind", "css"),
+    [("newly failing", "worse"), ("worse", "worse"), ("better", "better"), ("fixed", "better"),
+     ("no longer compared", "gone"), ("newly compared", "new")],
+)  # fmt: skip
+def test_each_kind_of_change_is_painted_as_what_it_means(kind, css):
+    section = _changes(kind, [])
+    assert section.startswith(
+        f'<section id="kind-{kind.replace(" ", "-")}"><h2><span class="badge {css}">{kind}</span> 0 rows'
+    )
