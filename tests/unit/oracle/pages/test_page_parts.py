@@ -11,6 +11,7 @@ import pytest
 from gemma4_static.oracle.pages.compare_page import _changes, _runs
 from gemma4_static.oracle.pages.layout import gate_text, provenance
 from gemma4_static.oracle.pages.verify_page import _notes
+from tests.unit.oracle.pages.test_report_pages import RUN
 
 
 @pytest.mark.parametrize(
@@ -33,27 +34,16 @@ def _facts(html: str) -> dict[str, str]:
 
 
 def test_the_provenance_names_each_fact_of_the_run():
-    metadata = {
-        "port": {"name": "gemma4-static", "version": "0.9.0"},
+    assert _facts(provenance({**RUN, "versions": {"torch": "2.13", "tico": None}})) == {
+        "port": "my-npu 0.1",
         "model": "tiny",
         "profile": "float32",
         "backend": "torch",
-        "kernel_set": "avx2",
-        "cpu": {"name": "AMD EPYC", "aten_capability": "AVX2"},
-        "versions": {"torch": "2.13.0", "tico": None},
-        "seeds": {"sample prompt": 0},
-        "date": "2026-12-05",
-    }
-    assert _facts(provenance(metadata)) == {
-        "port": "gemma4-static 0.9.0",
-        "model": "tiny",
-        "profile": "float32",
-        "backend": "torch",
-        "kernel set": "avx2",
-        "CPU": "AMD EPYC (ATen AVX2)",
-        "versions": "torch 2.13.0, tico not installed",
+        "kernel set": "ATen AVX2",
+        "CPU": "test CPU (ATen AVX2)",
+        "versions": "torch 2.13, tico not installed",
         "seeds": "sample prompt 0",
-        "date": "2026-12-05",
+        "date": "2026-12-03T10:00:00+00:00",
     }
     lacking = _facts(provenance({}))
     assert lacking["kernel set"] == lacking["date"] == lacking["model"] == "?" and lacking["CPU"] == "? (ATen ?)"
