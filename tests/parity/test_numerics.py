@@ -30,6 +30,7 @@ from tests import made_models
 PROFILES = list(GATES)
 # every check group of a profile run that depends on the dtype (masks are dtype-free, checked in fp32)
 NUMERIC_CHECKS = ("inputs", "rope", "mask-value", "layers", "chunked-prefill", "decode", "overflow")
+BF16_PACKING_MISSING = packing_missing(torch.bfloat16)  # a CPU or kernel set without oneDNN's bf16 kernels
 
 
 def _gated(model, dtype, report, label: str, **kwargs) -> list:
@@ -53,9 +54,7 @@ def test_e2b_geometry_profiles_pass_their_gates(e2b_model, dtype, report):
 
 
 @pytest.mark.numerics
-@pytest.mark.skipif(
-    packing_missing(torch.bfloat16) is not None, reason=f"torch-packed in bfloat16: {packing_missing(torch.bfloat16)}"
-)
+@pytest.mark.skipif(BF16_PACKING_MISSING is not None, reason=f"torch-packed in bfloat16: {BF16_PACKING_MISSING}")
 def test_packed_weights_pass_the_bfloat16_gates(tiny_model, report):
     """``torch-packed`` in bfloat16: oneDNN's kernels over reordered weights, gated like ``torch``'s."""
     assert_rows_pass(_gated(tiny_model, torch.bfloat16, report, "tiny torch-packed", backend="torch-packed"))

@@ -82,6 +82,12 @@ class CachedStack(nn.Module):
     def is_ring(self, layer_type: str) -> bool:
         return self.capacities[layer_type] < self.max_seq
 
+    def in_place(self, layer_type: str, one_token: bool) -> bool:
+        """Whether ``layer_type`` writes this step's K/V first and attends over its buffer in place (every
+        layer type that keeps ``max_seq`` slots; a ring in a one-token step), else over ``[ring | step]``
+        with the ring written after the last layer."""
+        return one_token or not self.is_ring(layer_type)
+
     def caches(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Producing layer ``index``'s K/V buffers viewed as ``(B, kv_heads, capacity + 1, D)`` (they are
         stored as ``(B * kv_heads * (capacity + 1), D)``)."""
@@ -124,7 +130,7 @@ class CachedStack(nn.Module):
                 masks = {name: _rows(mask, last_index, 2) for name, mask in masks.items()}
                 last_index = torch.zeros_like(last_index)
             query, key, value = layer.attention_inputs(hidden, *rope[layer_type])
-            in_place = one_token or not self.is_ring(layer_type)
+            in_place = self.in_place(layer_type, one_token)
             if source == index:
                 produced[index] = (key, value)
                 if in_place:
@@ -140,7 +146,7 @@ class CachedStack(nn.Module):
             )
             states.append(hidden)
         for index, (key, value) in produced.items():  # ring writes after every layer has read the ring
-            if self.is_ring(self.layer_types[index]) and not one_token:
+            if not self.in_place(self.layer_types[index], one_token):
                 self._write(index, key, value, slots[self.layer_types[index]])
         last = hidden.gather(1, last_index[:, None, None].expand(-1, 1, hidden.shape[-1]))
         logits = self.lm_head(last)[:, 0]
@@ -151,11 +157,11 @@ class CachedStack(nn.Module):
         capacity + 1)``, the bin's column ``fill`` (a ring in a one-token step: its ``[ring | step]``
         mask with the step's column at the slot written, ``slots (B, 1)``); a ring in a longer step
         keeps ``[ring | step]``."""
-        capacity = self.capacities[layer_type]
+        if not self.in_place(layer_type, one_token):
+            return mask
         if not self.is_ring(layer_type):
             return nn.functional.pad(mask, (0, 1), value=self.fill)
-        if not one_token:
-            return mask
+        capacity = self.capacities[layer_type]
         over_ring = nn.functional.pad(mask[..., :capacity], (0, 1), value=self.fill)
         written = torch.arange(capacity + 1) == slots[:, None, :, None]  # (B, 1, 1, capacity + 1)
         return torch.where(written, mask[..., capacity:], over_ring)
