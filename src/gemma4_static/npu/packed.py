@@ -15,6 +15,8 @@ and made again when the weight changed (edited in place, or its storage swapped 
 
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -35,7 +37,9 @@ def packing_missing(dtype: torch.dtype) -> str | None:
     if not torch.backends.mkldnn.is_available():
         return "this PyTorch build has no oneDNN (torch.backends.mkldnn.is_available() is False)"
     if dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        return "this CPU has no bfloat16 kernels in oneDNN"
+        limit = os.environ.get("ONEDNN_MAX_CPU_ISA")
+        where = "this CPU" if limit is None else f"this CPU with ONEDNN_MAX_CPU_ISA={limit}"
+        return f"oneDNN has no bfloat16 kernels on {where} (they need AVX-512 BW/VL/DQ or AVX-NE-CONVERT)"
     return None
 
 

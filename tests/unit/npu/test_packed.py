@@ -119,6 +119,20 @@ def test_an_integer_scheme_on_packed_weights_is_refused(tiny_model):
         StaticGemma4Runtime(tiny_model, max_seq=8, backend="torch-packed", quant="a8w8")
 
 
+@pytest.mark.parametrize("limit", [None, "AVX2"], ids=["the-cpu", "a-kernel-set"])
+def test_a_cpu_or_kernel_set_without_bfloat16_kernels_is_named(monkeypatch, limit):
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
+    if limit is None:
+        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    else:
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", limit)
+    where = "this CPU" if limit is None else "this CPU with ONEDNN_MAX_CPU_ISA=AVX2"
+    assert packing_missing(torch.bfloat16) == (
+        f"oneDNN has no bfloat16 kernels on {where} (they need AVX-512 BW/VL/DQ or AVX-NE-CONVERT)"
+    )
+    assert packing_missing(torch.float32) is None
+
+
 def test_a_machine_without_onednn_is_named(monkeypatch):
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
     assert "no oneDNN" in packing_missing(torch.float32)
