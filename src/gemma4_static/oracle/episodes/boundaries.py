@@ -18,10 +18,16 @@ def image_prompt_lengths(window: int, longest: int, prefix: int) -> list[int]:
     """Prompt lengths for prompts that open with ``prefix`` tokens of an image in a fixed profile: one
     text token after it, then :func:`prompt_lengths`' lengths past it (the window's edges are absolute
     positions) or, where the image spans all of them (a window far below it), those lengths counted
-    after it; up to ``longest``."""
+    after it; up to ``longest``. With no image (``prefix`` 0) they are :func:`prompt_lengths`'."""
     past = [length for length in prompt_lengths(window, longest) if length > prefix + 1]
     after = [prefix + length for length in prompt_lengths(window, longest - prefix) if length > 1]
     return [prefix + 1, *(past or after)] if prefix + 1 <= longest else []
+
+
+def grid_prompt_lengths(window: int, prefix: int) -> list[int]:
+    """The schedules grid's prompt lengths: every one of :func:`prompt_lengths` (up to ``4W + 3``
+    text tokens), after ``prefix`` tokens of an image in the port's profile (0: none)."""
+    return image_prompt_lengths(window, 4 * window + 3 + prefix, prefix)
 
 
 def uneven_mix(window: int) -> tuple[int, ...]:

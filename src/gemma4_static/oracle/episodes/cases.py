@@ -19,7 +19,7 @@ from ...ports.prompt import Prompt
 from ..references.samples import profile_prompt, text_prompt
 from ..session.port_calls import raised_in
 from ..session.session import Session
-from .boundaries import chunk_schedules, decode_steps, image_prompt_lengths, prompt_lengths
+from .boundaries import chunk_schedules, decode_steps, image_prompt_lengths
 from .judgement import Judgement, Observed, Scored
 
 PRIORITY = ("policy", "one call", "uneven mix", "chunks of W + 1", "chunks of W", "chunks of W - 1",
@@ -70,7 +70,7 @@ def plan(
     """The grid's cases within ``budget`` port calls (most telling schedules first, a case that does
     not fit skipped for cheaper ones), the cases the port's limits refuse and those the budget drops;
     ``prefix`` tokens (an image in the port's profile) before each prompt's text lengths."""
-    lengths = image_prompt_lengths(window, max_seq - 2, prefix) if prefix else prompt_lengths(window, max_seq - 2)
+    lengths = image_prompt_lengths(window, max_seq - 2, prefix)
     schedules = chunk_schedules(window, port.limits.chunks.max_length or max_seq)
     seen, cases, refused = set(), [], []
     for name in PRIORITY:

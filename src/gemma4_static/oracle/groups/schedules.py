@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from ...ports import PortSetup
 from ...ports.capabilities.image_profiles import IMAGE_PROFILES
 from ...ports.capabilities.schedules import PREFILL_POLICY
-from ..episodes.boundaries import decode_steps, image_prompt_lengths, prompt_lengths
+from ..episodes.boundaries import decode_steps, grid_prompt_lengths
 from ..episodes.cases import NO_PROFILE, Case, chunks_text, image_prefix, judged_case, one_row_prompt, plan
 from ..episodes.judgement import Judgement, Scored
 from ..episodes.scores import hf_references, length_row, scored_in_profile, sqnr_row
@@ -37,8 +37,7 @@ def schedules_rows(session: Session) -> Iterator[Row]:
     if prefix is None:
         yield skip_row(STAGE, "grid", NO_PROFILE.format(port=session.port.name))
         return
-    longest = 4 * window + 3
-    lengths = image_prompt_lengths(window, longest + prefix, prefix) if prefix else prompt_lengths(window, longest)
+    lengths = grid_prompt_lengths(window, prefix)
     max_seq = session.capped(max(length + decode_steps(length, window) for length in lengths) + 1)
     base = one_row_prompt(session, max_seq, prefix, SEEDS["schedules"])
     score = scored_in_profile(session, base) if session.low_precision else hf_references(session, base)

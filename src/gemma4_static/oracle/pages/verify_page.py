@@ -173,7 +173,7 @@ def _row(index: int, row: dict[str, Any], first: bool) -> str:
     check = escape(row["check"]) + (" <b>(first divergence)</b>" if first else "")
     notes = _notes(row)
     if status == "SKIP":
-        cells = f'<td class="check" colspan="5">{check}: {escape(row.get("skipped", ""))}</td>'
+        cells = f'<td class="check" colspan="5">{check}: {escape(row["skipped"])}</td>'
     else:
         cells = (
             f'<td class="check">{check}{notes}</td><td class="hide-narrow">{escape(row["metric"])}</td>'

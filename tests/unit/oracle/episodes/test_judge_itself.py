@@ -12,7 +12,12 @@ import torch
 from hypothesis import find, given, settings
 
 from gemma4_static.cpu.greedy import greedy
-from gemma4_static.oracle.episodes.boundaries import chunk_schedules, image_prompt_lengths, prompt_lengths
+from gemma4_static.oracle.episodes.boundaries import (
+    chunk_schedules,
+    grid_prompt_lengths,
+    image_prompt_lengths,
+    prompt_lengths,
+)
 from gemma4_static.oracle.episodes.cases import Case, chunks_text, plan, run_case
 from gemma4_static.oracle.episodes.judgement import Judgement, Scored
 from gemma4_static.oracle.episodes.scores import length_row, sqnr_row
@@ -99,6 +104,11 @@ def test_the_grid_builds_these_lengths_and_schedules():
     # an image spanning every edge (a window far below it): the lengths counted after it
     assert image_prompt_lengths(6, 60, 30) == [31, 35, 36, 37, 42, 43, 50, 57]
     assert image_prompt_lengths(6, 8, 8) == []  # no room for a text token after the image
+    for window, longest in ((1, 9), (2, 9), (6, 34), (6, 5), (6, 0)):  # no image: the text lengths
+        assert image_prompt_lengths(window, longest, 0) == prompt_lengths(window, longest)
+    assert grid_prompt_lengths(6, 0) == [1, 5, 6, 7, 12, 13, 20, 27]  # up to 4W + 3 text tokens
+    assert grid_prompt_lengths(6, 8) == [9, 12, 13, 20, 27]  # the edges past an image of 8 tokens
+    assert grid_prompt_lengths(6, 30) == [31, 35, 36, 37, 42, 43, 50, 57]  # 4W + 3 text tokens after 30
     assert chunk_schedules(6, 36) == {
         "one call": None, "chunks of 1": (1,), "chunks of W - 1": (5,), "chunks of W": (6,), "chunks of W + 1": (7,),
         "chunks of W + 2": (8,), "chunks of 2W": (12,), "chunks of C": (36,), "policy": None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from html import escape
 from html.parser import HTMLParser
 
 import pytest
@@ -114,6 +115,8 @@ def test_the_page_holds_every_row_with_its_status_and_the_counts_of_the_json():
         assert len(elements.having("tr", **{"data-status": status})) == count, status
     assert re.search(r'id="verdict">verdict: failed \(exit 1\)<', page)
     assert "&lt;script&gt;" in page and "<script" not in page  # text escaped, no script at all
+    skipped = [row for row in document["rows"] if row["status"] == "SKIP"]
+    assert skipped and all(f"{escape(row['check'])}: {escape(row['skipped'])}</td>" in page for row in skipped)
 
 
 def test_the_first_divergence_is_the_first_failing_row_and_is_linked():
@@ -123,6 +126,8 @@ def test_the_first_divergence_is_the_first_failing_row_and_is_linked():
     assert first["data-status"] == "FAIL" and elements.having("a", href="#first-divergence")
     rows = [attrs for name, attrs in elements.tags if name == "tr" and "data-status" in attrs]
     assert rows.index(first) == next(i for i, row in enumerate(document["rows"]) if row["status"] == "FAIL")
+    page = verify_page(document)
+    assert page.count("<b>(first divergence)</b>") == 1  # the row's words, as the terminal's marker says them
     passing = verify_page(_document(failing=False) | {"rows": [r for r in document["rows"] if r["status"] != "FAIL"]})
     assert 'id="first-divergence"' not in passing and "No row failed." in passing
 

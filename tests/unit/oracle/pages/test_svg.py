@@ -1,0 +1,52 @@
+"""The report pages' pictures read back as text: a mask diagram paints each key as its bit says, the
+per-layer error plot draws every point of its line, labels the layers it spans (and no other) and
+keeps every label inside its picture."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gemma4_static.oracle.pages.svg import error_plot, mask_image
+
+
+def test_a_mask_diagram_paints_each_key_as_its_bit_says():
+    rows = [(3, "xx.", "x..", ".x."), (4, "..x", "..x", "...")]
+    painted = re.findall(r'<rect [^>]*class="(\w+)"/>', mask_image(rows, "keys 0-2"))
+    expected = []
+    for _, ours, theirs, differ in rows:
+        expected += ["allowed" if bit == "x" else "masked" for bit in ours + theirs]
+        expected += ["differ" if bit == "x" else "same" for bit in differ]
+    assert painted == expected
+
+
+def _points(layers: int) -> list[dict]:
+    row = {"status": "PASS", "metric": "max abs", "value": 1e-5, "tolerance": 1e-4}
+    return [{"layer": layer, "relative": 10.0 ** -(layer % 4), **row} for layer in range(layers)]
+
+
+def _axis_labels(svg: str) -> list[str]:
+    return re.findall(r'<text x="[^"]+" y="236" class="axis" text-anchor="middle">([^<]+)</text>', svg)
+
+
+def test_the_error_plot_draws_a_point_of_its_line_per_layer_from_edge_to_edge():
+    svg = error_plot(_points(10), x_key="layer", x_label="decoder layer", title="hidden states")
+    (line,) = re.findall(r'<polyline points="([^"]+)" class="series ours line-0"/>', svg)
+    xs = [float(pair.split(",")[0]) for pair in line.split()]
+    assert len(xs) == 10 and xs[0] == 56.0 and xs[-1] == 704.0 and xs == sorted(xs)  # the plot's left to right
+
+
+@pytest.mark.parametrize(("layers", "labels"), [(10, list(range(10))), (35, list(range(0, 35, 3)))])
+def test_the_error_plot_labels_the_layers_it_spans_and_no_other(layers, labels):
+    svg = error_plot(_points(layers), x_key="layer", x_label="decoder layer", title="hidden states")
+    assert _axis_labels(svg) == [str(label) for label in labels]  # every layer up to 12, then every 3rd
+
+
+def test_every_label_of_the_error_plot_is_inside_the_picture():
+    svg = error_plot(_points(10), x_key="layer", x_label="decoder layer", title="hidden states")
+    width, height = map(float, re.search(r'viewBox="0 0 (\S+) (\S+)"', svg).groups())
+    texts = re.findall(r'<text x="([^"]+)" y="([^"]+)"[^>]*>([^<]+)</text>', svg)
+    assert "decoder layer" in {text for _, _, text in texts}
+    for x, y, text in texts:
+        assert 0 <= float(x) <= width and 0 <= float(y) <= height, (text, x, y)
