@@ -131,3 +131,18 @@ def test_e2b_geometry_ple_path_against_a_middle_layer(e2b_model, report):
 def test_a_sweep_of_an_unknown_group_is_refused(tiny_model):
     with pytest.raises(ValueError, match=r"groups has unknown names \['layer 99'\]; expected some of \['PLE'"):
         run_sensitivity(tiny_model, VerifyOptions(quant="a16w8"), groups=("PLE", "layer 99"))
+
+
+def test_a_sweep_measures_each_group_at_its_own_output(tiny_model):
+    """A cheap twin of the numerics lane's sweep (three groups of the tiny model): a layer's group at
+    that layer's hidden states, the PLE's at the per-layer inputs, a projection's (which every layer
+    has) and the whole profile's at the last hidden states; each group quantized alone costs less KL
+    than every group quantized."""
+    sweep = run_sensitivity(tiny_model, VerifyOptions(quant="a16w8"), groups=("q_proj", "layer 2", "PLE"))
+    last = "last hidden states (final norm)"
+    assert sweep.baseline.output == last and sweep.baseline.mode == "all"
+    outputs = {"q_proj": last, "layer 2": "layer 2 hidden states", "PLE": "per-layer inputs"}
+    assert [(result.group, result.mode, result.output) for result in sweep.results] == [
+        (group, mode, output) for mode in ("only", "all but") for group, output in outputs.items()
+    ]
+    assert all(0 < result.kl_mean < sweep.baseline.kl_mean for result in sweep.ranked("only"))

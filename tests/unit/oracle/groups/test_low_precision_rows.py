@@ -1,0 +1,73 @@
+"""The ``layers`` and ``decode`` groups in a low-precision profile, on the tiny model in bfloat16
+(about a second; the numerics lane runs them on the E2B geometry with more steps): each row under
+its check, the token rules over the positions and steps they name, a port's generation asked of
+the sample prompt, all passing on this runtime; a port whose greedy tokens leave float64's fails
+the generation row by its decided divergences."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gemma4_static.oracle.flow.verify import verify
+from gemma4_static.oracle.options import VerifyOptions
+from gemma4_static.oracle.session.sample_plan import sample_prompt
+from gemma4_static.ports.static import StaticRuntimePort
+
+STEPS = 3
+SQNR_ROWS = ("SQNR dB", "cosine", "max abs error", "PEIR")  # a metric row each, against float64
+
+
+@pytest.fixture(scope="module")
+def bf16_rows(tiny_model):
+    return verify(tiny_model, VerifyOptions(dtype=torch.bfloat16, groups=("layers", "decode"), steps=STEPS)).rows
+
+
+def _checks(rows, stage: str) -> list[tuple[str, str]]:
+    return [(row.check, row.metric) for row in rows if row.stage == stage]
+
+
+def test_each_low_precision_row_is_under_its_check_and_passes(bf16_rows):
+    assert {row.status for row in bf16_rows} == {"PASS", "INFO"}
+    layers = [f"layers {start}-{start + 4} hidden states" for start in (0, 5)]
+    assert _checks(bf16_rows, "decoder layers") == [(check, metric) for check in layers for metric in SQNR_ROWS]
+    decode = _checks(bf16_rows, "decode steps")
+    batch = 2
+    steps = f"{batch} rows x {STEPS} steps"
+    assert decode[:4] == [(steps, metric) for metric in SQNR_ROWS]
+    assert decode[4] == (steps, "margin shift (ulps)") and all(check.startswith(steps) for check, _ in decode)
+    assert [metric for _, metric in decode[5:]] == [
+        "top-1 disagreements",
+        "tied at this precision",
+        "top-5 tokens missed",
+    ]
+    generation = f"{batch} rows x {STEPS} greedy tokens vs float64 generate"
+    assert {check.split(",")[0] for check, _ in _checks(bf16_rows, "generation")} == {generation}
+    (matched,) = [row for row in bf16_rows if row.metric == "matched prefix"]
+    assert matched.value == STEPS  # every token of the port's generation compared
+
+
+def test_the_token_rule_names_every_valid_position_it_counted(bf16_rows, tiny_model):
+    valid = int(sample_prompt(tiny_model.config, StaticRuntimePort.limits).attention_mask.sum())
+    token_rows = [row for row in bf16_rows if row.stage == "prefill logits" and "valid position" in row.check]
+    assert {row.check.split(",")[0] for row in token_rows} == {f"every valid position ({valid})"}
+    assert [row.metric for row in token_rows] == [
+        "margin shift (ulps)",
+        "top-1 disagreements",
+        "tied at this precision",
+        "top-5 tokens missed",
+    ]
+
+
+class ShiftedGeneration(StaticRuntimePort):
+    """Generates every token one id above the runtime's (a greedy loop reading the wrong logit)."""
+
+    def generate(self, prompt, **kwargs):
+        return super().generate(prompt, **kwargs) + 1
+
+
+def test_a_port_leaving_float64s_greedy_tokens_fails_the_generation_row(tiny_model):
+    options = VerifyOptions(port=f"{__name__}:ShiftedGeneration", dtype=torch.bfloat16, groups=("decode",), steps=STEPS)
+    rows = verify(tiny_model, options).rows
+    failed = [(row.stage, row.metric) for row in rows if row.status == "FAIL"]
+    assert failed == [("generation", "decided divergences")]
