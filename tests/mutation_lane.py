@@ -61,6 +61,15 @@ EQUIVALENT: dict[str, str] = {
     "gemma4_static.oracle.pages.compare.x__change__mutmut_76": (
         "loss >= 0 for > 0: the branch is reached only with abs(loss) >= 0.5, where the two agree"
     ),
+    "gemma4_static.oracle.episodes.scores.x_scored_in_profile__mutmut_44": (
+        "the default of the search for the first position below the gate (None for (None, mine)): the case's"
+        " SQNR is the ratio of its summed signal to its summed noise, never below its lowest position's; so"
+        " when it is below the gate a position is too, and the default is never taken"
+    ),
+    "gemma4_static.oracle.faults.port_faults.xǁWrappedRuntimePortǁprefill__mutmut_1": (
+        "the wrapped runtime keeping its intermediates unasked (keep_intermediates=True by default): the same"
+        " outputs, and the intermediates it returns are the runtime's own, which pass wherever they are judged"
+    ),
     "gemma4_static.oracle.pages.svg.x_bar_chart__mutmut_45": (
         "a bar one pixel thinner (row - 7 for row - 6): the same bars, lengths and numbers; appearance only"
     ),
