@@ -70,6 +70,8 @@ FAMILY_FAULTS: tuple[Fault, ...] = (
         "full layers sized with the sliding layers' KV-head count (num_key_value_heads, not the global one)",
         ((spec_config, "_read_layer_type", _sliding_kv_heads_everywhere),),
         needs_text="attention_k_eq_v",
+        raises="a full layer's cache sized with the sliding layers' KV-head count does not fit the K/V its "
+        "weights project: the cache write raises",
     ),
     Fault(
         "router-softmax-bf16",

@@ -58,5 +58,7 @@ VISION_FAULTS: tuple[Fault, ...] = (
         "a prompt's images handed to the slots slot by slot instead of row by row (HF's processor order)",
         ((cpu_inputs.StaticInputs, "image_index", _slot_by_slot),),
         needs_vision=True,
+        raises="images of different sizes handed to the wrong slots: the runtime's own check of each slot's soft "
+        "tokens refuses them (a ValueError naming the slot)",
     ),
 )

@@ -36,6 +36,9 @@ class Fault:
     float32_only: str | None = None
     # why only an integer profile can show it (a fault of the fake quantization itself)
     needs_quant: str | None = None
+    # why the bug shows as the port raising (a shape its tensors cannot take), or None: a silent wrong
+    # answer, which only a comparison that fails catches
+    raises: str | None = None
 
     def not_applicable(self, model: Any, dtype: torch.dtype, quant: str | None = None) -> str | None:
         """Why this fault cannot show on ``model`` in profile ``dtype`` (or integer scheme ``quant``), or ``None``."""

@@ -33,7 +33,13 @@ class FaultResult:
 
     @property
     def caught(self) -> bool:
-        return (bool(self.failed) or self.error is not None) and not self.oracle_crashed
+        """By a comparison that failed; by the port raising only where the fault says it raises (a
+        patch that breaks the runtime another way is not the bug it describes)."""
+        if self.oracle_crashed:
+            return False
+        if self.fault.raises is not None:
+            return bool(self.failed) or self.error is not None
+        return any(not row.raised for row in self.failed)
 
     @property
     def passed(self) -> bool:
@@ -86,6 +92,9 @@ def format_result(result: FaultResult) -> str:
         return f"n/a     {name:<30} ({result.not_applicable})"
     if result.oracle_crashed:
         return f"BROKEN  {name:<30} the checks raised, not the runtime: {result.error[:100]}"
+    if not result.caught and (result.error is not None or result.failed):
+        raised = result.error or result.failed[0].detail
+        return f"RAISED  {name:<30} the port raised, but the bug is a silent wrong answer: {raised[:100]}"
     if result.error is not None:
         return f"CAUGHT  {name:<30} raised {result.error[:100]}"
     if not result.failed:

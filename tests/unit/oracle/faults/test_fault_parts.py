@@ -4,6 +4,7 @@ and the self-test's one line per fault."""
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -73,8 +74,26 @@ def test_the_self_tests_line_names_what_caught_a_fault_first():
     )
     assert (
         format_result(FaultResult(fault, error="IndexError: 5"))
+        == "RAISED  rope-off                       the port raised, but the bug is a silent wrong answer: IndexError: 5"
+    )
+    assert (
+        format_result(FaultResult(dataclasses.replace(fault, raises="a shape no cache takes"), error="IndexError: 5"))
         == "CAUGHT  rope-off                       raised IndexError: 5"
     )
     assert format_result(FaultResult(fault, not_applicable="the model has no vision tower")).startswith(
         "n/a     rope-off"
     )
+
+
+def test_a_silent_bug_is_caught_only_by_a_comparison_that_fails():
+    """A fault that makes the port raise instead of answering wrong is not the bug it describes: it is
+    caught by raising only where it says it raises (the checks' own crash never counts)."""
+    silent = Fault("rope-off", "RoPE one position off", ())
+    loud = dataclasses.replace(silent, raises="a shape no cache takes")
+    compared = Row("RoPE", "full_attention", "max abs diff", 1.0, 0.0)
+    raised = Row("RoPE", "full_attention: the port raised", "errors", 1, 0, "IndexError: 5", raised="Traceback")
+    assert FaultResult(silent, failed=(compared,)).caught and FaultResult(silent, failed=(raised, compared)).caught
+    assert not FaultResult(silent, failed=(raised,)).caught and not FaultResult(silent, error="IndexError: 5").caught
+    assert FaultResult(loud, failed=(raised,)).caught and FaultResult(loud, error="IndexError: 5").caught
+    assert not FaultResult(loud, failed=(compared,), oracle_crashed=True).caught
+    assert not FaultResult(silent).caught and not FaultResult(loud).caught
