@@ -70,6 +70,18 @@ EQUIVALENT: dict[str, str] = {
         "the wrapped runtime keeping its intermediates unasked (keep_intermediates=True by default): the same"
         " outputs, and the intermediates it returns are the runtime's own, which pass wherever they are judged"
     ),
+    "gemma4_static.oracle.numerics.parity_numerics.x_sample_gap_row__mutmut_21": (
+        "zip's strict=False for True over the gaps and the units: both are one value per row of the same"
+        " reference, never of different lengths"
+    ),
+    "gemma4_static.oracle.groups.layers.x_hidden_state_rows_vs_float64__mutmut_34": (
+        "zip's strict=None for True over our states and HF's layer outputs: paired_hidden_states has already"
+        " zipped ours with the float64 reference's strictly, and HF's outputs in the profile are as many"
+    ),
+    "gemma4_static.oracle.pages.svg.x_mask_image__mutmut_6": (
+        "a panel one pixel wider (columns * size + 25 for + 24; the picture's width follows): the same cells"
+        " and colours; appearance only"
+    ),
     "gemma4_static.oracle.pages.svg.x_bar_chart__mutmut_45": (
         "a bar one pixel thinner (row - 7 for row - 6): the same bars, lengths and numbers; appearance only"
     ),

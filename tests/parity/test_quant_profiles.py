@@ -12,6 +12,7 @@ from gemma4_static.oracle.faults.catalogue import faults_named
 from gemma4_static.oracle.faults.self_test import run_fault
 from gemma4_static.oracle.flow.sensitivity import run_sensitivity
 from gemma4_static.oracle.flow.verify import run_verification
+from gemma4_static.oracle.numerics.sensitivity_report import as_json
 from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.results.report import assert_rows_pass, format_row
 from gemma4_static.quant import SCHEMES
@@ -134,15 +135,27 @@ def test_a_sweep_of_an_unknown_group_is_refused(tiny_model):
 
 
 def test_a_sweep_measures_each_group_at_its_own_output(tiny_model):
-    """A cheap twin of the numerics lane's sweep (three groups of the tiny model): a layer's group at
-    that layer's hidden states, the PLE's at the per-layer inputs, a projection's (which every layer
-    has) and the whole profile's at the last hidden states; each group quantized alone costs less KL
-    than every group quantized."""
-    sweep = run_sensitivity(tiny_model, VerifyOptions(quant="a16w8"), groups=("q_proj", "layer 2", "PLE"))
+    """A cheap twin of the numerics lane's sweep (four groups of the tiny model): a layer's group at
+    that layer's hidden states, the PLE's at the per-layer inputs, the vision tower's at the soft
+    tokens, a projection's (which every layer has) and the whole profile's at the last hidden states;
+    each group quantized alone costs less KL than every group quantized and leaves its own output
+    within 20 dB of float64 (a group measured at another output would not be); the JSON ranks them."""
+    groups = ("q_proj", "layer 2", "PLE", "vision")
+    sweep = run_sensitivity(tiny_model, VerifyOptions(quant="a16w8"), groups=groups)
     last = "last hidden states (final norm)"
     assert sweep.baseline.output == last and sweep.baseline.mode == "all"
-    outputs = {"q_proj": last, "layer 2": "layer 2 hidden states", "PLE": "per-layer inputs"}
+    outputs = {"q_proj": last, "layer 2": "layer 2 hidden states", "PLE": "per-layer inputs", "vision": "soft tokens"}
     assert [(result.group, result.mode, result.output) for result in sweep.results] == [
         (group, mode, output) for mode in ("only", "all but") for group, output in outputs.items()
     ]
-    assert all(0 < result.kl_mean < sweep.baseline.kl_mean for result in sweep.ranked("only"))
+    only = sweep.ranked("only")
+    assert all(0 < result.kl_mean < sweep.baseline.kl_mean and result.at_output.sqnr_db > 20 for result in only)
+    ranked = as_json(sweep)["ranked"]
+    assert list(ranked) == ["only", "all but"]
+    for mode, results in ranked.items():
+        assert [result["group"] for result in results] == [result.group for result in sweep.ranked(mode)]
+        assert {result["mode"] for result in results} == {mode}
+    assert set(ranked["only"][0]) == {
+        "group", "mode", "output", "at_output", "logits", "top1_agreement", "kl_mean", "kl_max"
+    }  # fmt: skip
+    assert ranked["only"][0]["kl_mean"] == max(result.kl_mean for result in only)

@@ -91,6 +91,8 @@ def test_shards_merge_into_the_whole_runs_rows_and_verdict():
         "embedding, headroom 5e+37x",  # the largest of the shards' overflow rows for that site
     ]
     assert merged["exit_code"] == 0 and merged["passed"]
+    (cases,) = [row for row in merged["rows"] if row["check"].startswith("cases run")]
+    assert (cases["stage"], cases["group"], cases["metric"], cases["value"]) == ("schedules", "schedules", "cases", 3)
     assert merged["coverage"].startswith("2 of 2 layers")
     assert [cell["length"] for cell in merged["figures"]["grid"]] == [1, 5, 9, 13]
     assert merged["merged"] == {"shards": ["a.json", "b.json"]}

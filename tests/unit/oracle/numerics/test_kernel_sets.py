@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -64,6 +65,19 @@ def test_verify_under_the_set_it_already_runs_stays_in_process(monkeypatch):
     monkeypatch.setenv(MARKER, "native")
     monkeypatch.setattr(kernel_sets.subprocess, "run", lambda *args, **kwargs: pytest.fail("re-ran"))
     assert kernel_sets.rerun_under("native", ["verify"]) is None
+
+
+def test_verify_under_another_set_reruns_the_command_in_a_process_under_it(monkeypatch):
+    """The same command line, ``python -m gemma4_static``, with the set's variables and its marker;
+    the child's exit code is the answer."""
+    monkeypatch.delenv(MARKER, raising=False)
+    ran = []
+    monkeypatch.setattr(
+        kernel_sets.subprocess, "run", lambda argv, env: ran.append((argv, env)) or SimpleNamespace(returncode=3)
+    )
+    assert kernel_sets.rerun_under("native", ["verify", "--dtype", "bfloat16"]) == 3
+    ((argv, env),) = ran
+    assert argv == [sys.executable, "-m", "gemma4_static", "verify", "--dtype", "bfloat16"] and env[MARKER] == "native"
 
 
 @pytest.mark.kernels

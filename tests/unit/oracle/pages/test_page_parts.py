@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from gemma4_static.oracle.pages.compare_page import _changes, _runs
+from gemma4_static.oracle.pages.compare import Change
+from gemma4_static.oracle.pages.compare_page import _change, _changes, _runs
 from gemma4_static.oracle.pages.layout import gate_text, provenance
 from gemma4_static.oracle.pages.verify_page import _notes
 from tests.unit.oracle.pages.test_report_pages import RUN
@@ -77,3 +78,17 @@ def test_each_kind_of_change_is_painted_as_what_it_means(kind, css):
     assert section.startswith(
         f'<section id="kind-{kind.replace(" ", "-")}"><h2><span class="badge {css}">{kind}</span> 0 rows'
     )
+
+
+def test_a_change_row_shows_each_side_and_the_loss_where_there_is_one():
+    a = {"status": "PASS", "value": 1e-5, "tolerance": 5e-4}
+    skipped = {"status": "SKIP", "value": None, "tolerance": None}
+    worse = Change("prefill logits", "last valid token per row", "max abs diff", a, {**a, "value": 1e-4}, "worse", 20.0)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", _change(worse))
+    assert cells[3:] == [
+        '<span class="badge PASS">PASS</span> 1e-05 (&lt;= 0.0005)',
+        '<span class="badge PASS">PASS</span> 0.0001 (&lt;= 0.0005)',
+        "+20.0 dB",
+    ]
+    gone = Change("circle", "the rest of this group", "not checked", a, skipped, "no longer compared", None)
+    assert re.findall(r"<td[^>]*>(.*?)</td>", _change(gone))[4:] == ['<span class="badge SKIP">SKIP</span>', ""]

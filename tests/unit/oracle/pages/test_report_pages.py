@@ -279,6 +279,10 @@ def test_a_fuzz_shard_links_its_reproduction():
     page = verify_page(_document() | {"fuzz": [shard]})
     (row,) = Elements(page).having("tr", **{"data-fuzz": "FAIL"})
     assert row is not None and Elements(page).having("a", href="file:///tmp/repro/reproduce.py")
+    fuzz = page.split('<section id="fuzz">')[1].split("</section>")[0]
+    assert re.findall(r'<th scope="col">([^<]*)</th>', fuzz) == ["status", "shard", "examples", "seconds", "found"]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", fuzz)
+    assert cells[1:4] == ["0", "4", "2.0 s"] and cells[4].startswith("logits leave HF&#x27;s at step 2 <a href=")
 
 
 def test_the_sensitivity_chart_has_a_bar_per_group():

@@ -13,7 +13,11 @@ from gemma4_static.oracle.pages.svg import error_plot, mask_image
 
 def test_a_mask_diagram_paints_each_key_as_its_bit_says():
     rows = [(3, "xx.", "x..", ".x."), (4, "..x", "..x", "...")]
-    painted = re.findall(r'<rect [^>]*class="(\w+)"/>', mask_image(rows, "keys 0-2"))
+    svg = mask_image(rows, "keys 0-2")
+    assert svg.startswith("<svg ") and svg.endswith("</svg>") and svg.count("<svg") == 1
+    sizes = re.findall(r'<rect [^>]*width="(\d+)" height="(\d+)"', svg)
+    assert sizes and all(width == height for width, height in sizes)  # square cells, one per key
+    painted = re.findall(r'<rect [^>]*class="(\w+)"/>', svg)
     expected = []
     for _, ours, theirs, differ in rows:
         expected += ["allowed" if bit == "x" else "masked" for bit in ours + theirs]

@@ -9,8 +9,10 @@ from transformers import Gemma4TextConfig
 
 from gemma4_static import read_text_config
 from gemma4_static.oracle.references.models import (
+    E2B_VISION,
     E2B_WIDTHS,
     e2b_geometry_config,
+    e2b_multimodal_config,
     e2b_real_text_config,
     e2b_text_fields,
     tiny_text_fields,
@@ -72,3 +74,13 @@ def test_the_tiny_model_is_what_its_documentation_says(tiny_model):
 def test_a_real_size_layout_of_another_depth_is_refused():
     with pytest.raises(ValueError, match="layers must be 35 \\(E2B\\) or 10 \\(its first ten\\), got 36"):
         e2b_real_text_config(36)
+
+
+def test_the_e2b_multimodal_model_joins_the_geometrys_decoder_and_e2bs_vision_geometry():
+    """docs/models.md: E2B's vision geometry (patch 16, pooling 3, head dim 64, the 10240-entry
+    position table, clipped linears) on a narrow tower, causal over image tokens as E2B is."""
+    config = e2b_multimodal_config()
+    vision = config.vision_config
+    assert {key: getattr(vision, key) for key in E2B_VISION} == E2B_VISION
+    text, geometry = config.get_text_config(), e2b_geometry_config()
+    assert {key: getattr(text, key) for key in E2B_PUBLISHED} == {key: getattr(geometry, key) for key in E2B_PUBLISHED}

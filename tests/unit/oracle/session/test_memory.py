@@ -108,6 +108,8 @@ def test_a_run_that_cannot_fit_is_refused_naming_both_figures(saved_bfloat16):
         and f"its largest part is {max(budget.needed.parts, key=budget.needed.parts.get)}" in message
     )
     Budget(files, budget.needed, found=None, limit=None).check()  # nothing found, nothing refused
+    assert Budget(files, budget.needed, found=None, limit=None).describe().endswith("; unknown memory available")
+    assert Budget(files, budget.needed, found=12 * 10**9, limit=None).describe().endswith("; 12.0 GB available")
     roomy = Budget(files, budget.needed, found=budget.needed.total, limit=budget.needed.total)
     roomy.check()
     tight = Budget(files, budget.needed, found=budget.needed.total - 1, limit=budget.needed.total - 1)

@@ -116,3 +116,13 @@ def test_ticos_explanations_hold_for_their_stages_and_within_their_slack():
     assert explained_stages(folded, value=beyond) == set()
     assert explained_stages(folded, value=within, metric="SQNR dB") == set()
     assert explained_stages(lambda row: scope.explanation("tico", row, bidirectional=False, folded=False)) == set()
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_ticos_port_explains_by_the_masks_of_the_model_it_was_built_on(bidirectional):
+    """The port's ``explain`` passes what the built port holds: whether the model's vision masks are
+    bidirectional, and whether its vision patch embedder is TICO's quantized (folded) one."""
+    tico_port = pytest.importorskip("gemma4_static.ports.adapters.tico.port", reason="TICO is the tico extra")
+    built = SimpleNamespace(name="tico-gemma4", bidirectional=bidirectional, _patch_embedder=lambda: object())
+    explain = lambda row: tico_port.TicoGemma4Port.explain(built, row)  # noqa: E731
+    assert ("masks vision" in explained_stages(explain)) == bidirectional

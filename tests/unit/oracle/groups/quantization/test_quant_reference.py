@@ -152,3 +152,39 @@ def test_hfs_sites_are_the_runtimes_in_the_schemes_bits(tiny_model):
     assert theirs["LM head"].weight_bits == 8 and theirs["LM head"].group_size is None
     assert theirs["token embedding table"].weight_bits == 8
     assert theirs["layer 0 q_proj"].weight_bits == scheme.weight_bits == 4 and theirs["layer 0 q_proj"].activation
+
+
+def _range_site(name: str, minimum: float, maximum: float) -> tuple[SimpleNamespace, SimpleNamespace]:
+    """Our site quantizing over [-12.8, 12.7] (scale 0.1, 8 bits, zero point 0) and HF's counterpart
+    that saw ``[minimum, maximum]``, with the same 8-bit weight."""
+    weight = torch.linspace(-1, 1, 16).view(4, 4)
+    activation = SimpleNamespace(scale=torch.tensor(0.1), zero_point=torch.tensor(0.0), low=-128, high=127)
+    ours = SimpleNamespace(
+        name=name, activation=activation, original=weight, quantized=reference_weight(weight, 8, None)
+    )
+    observed = SimpleNamespace(minimum=minimum, maximum=maximum)
+    return ours, SimpleNamespace(activation=observed, weight_bits=8, group_size=None)
+
+
+def test_each_activation_range_is_judged_against_hfs_by_what_it_leaves_out_and_its_width():
+    """HF's values outside the site's range, in steps of its grid (the first site past half a step
+    named), and its width against HF's range, which always holds zero (an all-positive range counts
+    from 0)."""
+    pairs = [_range_site("a", -10.0, 10.0), _range_site("b", -20.0, 5.0), _range_site("c", 1.0, 5.0)]
+    profile = QuantProfile(parse_scheme("a16w8"), [ours for ours, _ in pairs])
+    hf_sites = {ours.name: theirs for ours, theirs in pairs}
+    session = SimpleNamespace(scheme=profile.scheme, sides=SchemeSides(None, adopted=profile, hf_sites=hf_sites))
+    weights, outside, wider = quantization_rows(session)
+    assert weights.check == "3 quantized weights vs torchao" and weights.value == 0 and not weights.failed
+    assert (outside.metric, outside.check, outside.tolerance) == (
+        "HF's values outside (steps)",
+        "3 activation ranges vs HF's [first: b]",
+        0.5,
+    )
+    assert outside.value == pytest.approx((20 - 12.8 - 2e-5 * 20) / 0.1) and outside.failed
+    assert (wider.metric, wider.check, wider.tolerance) == (
+        "width / HF's",
+        "3 activation ranges vs HF's [first: a]",
+        1.1,
+    )
+    assert wider.value == pytest.approx(25.5 / 5) and wider.failed  # c: 0 to 5, not 1 to 5
