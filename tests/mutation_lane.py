@@ -78,6 +78,17 @@ EQUIVALENT: dict[str, str] = {
         "zip's strict=None for True over our states and HF's layer outputs: paired_hidden_states has already"
         " zipped ours with the float64 reference's strictly, and HF's outputs in the profile are as many"
     ),
+    "gemma4_static.oracle.faults.port_faults.xǁRingWrapCounterǁinstall__mutmut_16": (
+        "held > 0 for >= 0 in the fault's wrap: position 0 modulo anything is 0, so the fault is the same"
+    ),
+    "gemma4_static.oracle.faults.fault_patches.x_positions_from_one__mutmut_12": (
+        "the shifted RoPE fault clamped one row earlier (max_seq - 2 for - 1): only the table's last row"
+        " differs, the fault shifts every other position the same and is caught where it was"
+    ),
+    "gemma4_static.oracle.pages.svg.x_heat_map__mutmut_62": (
+        "a row's length label 8 pixels higher (y + size / 2 - 4 for + 4): the same label beside the same"
+        " row; appearance only"
+    ),
     "gemma4_static.oracle.pages.svg.x_mask_image__mutmut_6": (
         "a panel one pixel wider (columns * size + 25 for + 24; the picture's width follows): the same cells"
         " and colours; appearance only"

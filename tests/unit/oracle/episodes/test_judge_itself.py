@@ -104,6 +104,7 @@ def test_the_grid_builds_these_lengths_and_schedules():
     # an image spanning every edge (a window far below it): the lengths counted after it
     assert image_prompt_lengths(6, 60, 30) == [31, 35, 36, 37, 42, 43, 50, 57]
     assert image_prompt_lengths(6, 8, 8) == []  # no room for a text token after the image
+    assert image_prompt_lengths(6, 9, 8) == [9]  # room for one
     for window, longest in ((1, 9), (2, 9), (6, 34), (6, 5), (6, 0)):  # no image: the text lengths
         assert image_prompt_lengths(window, longest, 0) == prompt_lengths(window, longest)
     assert grid_prompt_lengths(6, 0) == [1, 5, 6, 7, 12, 13, 20, 27]  # up to 4W + 3 text tokens
@@ -129,6 +130,19 @@ def test_the_grid_refuses_what_a_ports_limits_refuse_and_runs_the_rest():
     assert len(cases) == 33 and max(max(case.chunks) for case in cases) == 7
     cases, refused, _ = plan(Limited(PortLimits(chunks=ChunkLimits(chunked=False))), 6, 36, budget=10**6)
     assert [case.name for case in cases] == ["policy"] * 8 and len(refused) == 36  # every split prompt refused
+
+
+class ChunksOfFour(Limited):
+    """A port whose own policy cuts a prompt into chunks of 4."""
+
+    def prefill_schedule(self, length: int) -> list[int]:
+        return [4] * (length // 4) + ([length % 4] if length % 4 else [])
+
+
+def test_the_policy_cases_run_the_ports_own_schedule():
+    cases, _, _ = plan(ChunksOfFour(PortLimits(chunks=ChunkLimits(chunked=True))), 6, 36, budget=10**6)
+    policy = [(case.length, case.chunks) for case in cases if case.name == "policy"]
+    assert policy[:3] == [(1, (1,)), (5, (4, 1)), (6, (4, 2))] and len(policy) == 8
 
 
 def test_the_budget_keeps_the_most_telling_cases_and_counts_the_rest():

@@ -292,6 +292,8 @@ def test_the_sensitivity_chart_has_a_bar_per_group():
     sweep = {"scheme": "a16w8", "baseline": {"kl_mean": 0.005}, "ranked": {"only": groups, "all but": groups}}
     page = verify_page(_document() | {"sensitivity": sweep})
     assert page.count('class="bar"') == 3 and "<title>layer 0: 0.003</title>" in page
+    chart = page.split('<section id="sensitivity">')[1]
+    assert re.search(r'<line x1="([\d.]+)" x2="\1" [^>]*class="gate"/>', chart)  # every group quantized, dashed
 
 
 def _one(status: str | None, value=None, *, metric="max abs diff", tolerance=1e-4, **more) -> list[dict]:
@@ -451,3 +453,33 @@ def test_the_summary_names_a_row_only_one_run_has_and_cuts_a_long_kind_after_twe
     assert "rows newly compared: 1" in lines and "  - -> PASS      s: c (max abs diff)" in lines
     twelve = summary_lines(compare_reports(_report(a["rows"][:12]), b), ("a", "b"))
     assert not any("more" in line for line in twelve)
+
+
+def test_the_layer_plot_draws_sqnr_where_the_profile_measured_it():
+    """A low-precision profile's layer rows carry several metrics: the plot draws the SQNR, one point
+    a layer, under its name."""
+    layers = [
+        [Row("decoder layers", f"layer {i}", metric, value, gate, higher_is_better=metric != "max abs error")]
+        for i in range(3)
+        for metric, value, gate in (("cosine", 0.999, 0.995), ("SQNR dB", 30.0 + i, 20.0), ("max abs error", 0.1, 1.0))
+    ]
+    page = verify_page(_document() | {"figures": {"layers": layer_points(layers)}})
+    plot = page.split('<section id="layers-plot">')[1].split("</section>")[0]
+    assert "SQNR dB per decoder layer, relative to its gate" in plot and plot.count('class="dot"') == 3
+
+
+def test_each_groups_section_is_linked_by_an_anchor_a_link_can_hold():
+    """By its group, or by its stage for a row of no group (a test's row in the pytest plugin)."""
+    document = _document()
+    plugin_row = Row("KV cache", "K of layer 0", "max abs diff", 0.0, 1e-4).as_dict() | {"group": ""}
+    page = verify_page(document | {"rows": [*document["rows"], plugin_row]})
+    sections = re.findall(r'<section id="group-([^"]*)">', page)
+    assert sections == ["prefill-masks", "layers", "decode", "export", "kv-cache"]
+    assert all(f'href="#group-{slug}"' in page for slug in sections)
+
+
+def test_a_mask_diagram_without_its_keys_line_is_titled_by_its_rows_alone():
+    detail = "\n".join(line for line in _mask_detail().splitlines() if "keys " not in line)
+    failing = Row("masks prefill", "sliding_attention eager", "mismatched entries", 1, 0, detail, group="prefill-masks")
+    page = verify_page(_document() | {"rows": [failing.as_dict()]})
+    assert "<title>mask rows, keys</title>" in page

@@ -54,3 +54,15 @@ def test_every_label_of_the_error_plot_is_inside_the_picture():
     assert "decoder layer" in {text for _, _, text in texts}
     for x, y, text in texts:
         assert 0 <= float(x) <= width and 0 <= float(y) <= height, (text, x, y)
+
+
+def test_the_error_plots_axis_reaches_the_largest_error_and_hfs_line_is_drawn_as_hfs():
+    points = _points(4)
+    points[2] = {**points[2], "relative": 50.0, "status": "FAIL"}  # 50 times its gate
+    points = [{**point, "hf_relative": 0.5} for point in points]
+    svg = error_plot(points, x_key="layer", x_label="decoder layer", title="hidden states")
+    labels = re.findall(r'text-anchor="end">([^<]+)</text>', svg)
+    assert labels == ["1e-4", "1e-3", "1e-2", "1e-1", "gate", "1e1", "1e2"]  # decades up to the worst point
+    (cross,) = re.findall(r'<path d="M[\d.]+,([\d.]+)l', svg)
+    assert float(cross) + 5 >= 16  # the failing point inside the plot, below its top edge
+    assert len(re.findall(r'<polyline points="[^"]+" class="series hf"/>', svg)) == 1

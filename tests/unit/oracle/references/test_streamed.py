@@ -16,7 +16,13 @@ from torch import nn
 
 from gemma4_static.oracle.references.hf import hf_greedy, hf_input_embeddings, hf_prefill
 from gemma4_static.oracle.references.samples import image_prompt, text_prompt
-from gemma4_static.oracle.references.streamed import StreamingPlan, VocabularyChunkedHead, converted, streamed
+from gemma4_static.oracle.references.streamed import (
+    StreamingPlan,
+    VocabularyChunkedHead,
+    buffer_in,
+    converted,
+    streamed,
+)
 from tests.hf_tables import hf_scaled_table
 
 
@@ -158,3 +164,12 @@ def test_a_scale_set_from_a_number_is_that_number_in_the_dtype_not_the_stored_ro
         assert model.embed_scale.dtype == dtype and float(model.embed_scale) == float(made.embed_scale)
         assert torch.equal(model(ids), made(ids))
     assert float(stored.embed_scale) == 39.25  # the stored model as it was
+
+
+def test_a_scale_buffer_without_its_number_is_the_buffer_cast():
+    """A module holding such a buffer but not the number it was set from (another class than HF's
+    scaled table) keeps what it stored, cast to the dtype."""
+    module = nn.Module()
+    module.register_buffer("embed_scale", torch.tensor(39.25, dtype=torch.bfloat16))
+    scale = buffer_in(module, "embed_scale", torch.float64)
+    assert scale.dtype == torch.float64 and float(scale) == 39.25

@@ -137,6 +137,10 @@ def test_a_bit_width_outside_the_reference_is_refused(bits):
         integer_range(bits)
 
 
+def test_the_reference_takes_every_width_from_2_to_16_bits():
+    assert [integer_range(bits) for bits in (2, 4, 16)] == [(-2, 1), (-8, 7), (-32768, 32767)]
+
+
 def test_hfs_sites_are_the_runtimes_in_the_schemes_bits(tiny_model):
     """HF quantized where the runtime quantizes: every site of the runtime's a16w4+e8+h8 profile has
     its HF counterpart by name (the vision encoder's and the LM head's among them), in the scheme's
