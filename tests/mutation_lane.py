@@ -85,6 +85,10 @@ EQUIVALENT: dict[str, str] = {
         "the shifted RoPE fault clamped one row earlier (max_seq - 2 for - 1): only the table's last row"
         " differs, the fault shifts every other position the same and is caught where it was"
     ),
+    "gemma4_static.oracle.results.figures.x_position_points__mutmut_29": (
+        "zip's strict=None for True over the places and their errors: the one caller computes the errors"
+        " from the same places, one each"
+    ),
     "gemma4_static.oracle.pages.svg.x_heat_map__mutmut_62": (
         "a row's length label 8 pixels higher (y + size / 2 - 4 for + 4): the same label beside the same"
         " row; appearance only"

@@ -39,6 +39,7 @@ def test_verify_passes_on_the_default_model_and_writes_json(tmp_path, capsys):
     assert covered == list(range(10)), spans  # the hidden states merged per span: every layer once, in order
     vision = [row["check"] for row in report["rows"] if row["stage"] == "vision prefill"]
     assert vision[:2] == ["patch embeddings", "encoder layers 0-1 hidden states"], vision  # then pooling, soft tokens
+    assert "soft tokens in prefill vs get_image_features" in vision
     stages = {row["stage"] for row in report["rows"]}
     assert stages == {
         "static inputs",

@@ -97,3 +97,12 @@ class NeedsImageNoProfilePort(WrappedRuntimePort):
 
     name = "needs an image, no profile"
     limits = dataclasses.replace(WrappedRuntimePort.limits, images=ImageLimits(accepted=True, required=True))
+
+
+class ChunksUpToSeven(WrappedRuntimePort):
+    """This runtime behind a port that takes prefill chunks of at most 7 tokens."""
+
+    name = "chunks up to 7"
+    limits = dataclasses.replace(
+        WrappedRuntimePort.limits, chunks=dataclasses.replace(WrappedRuntimePort.limits.chunks, max_length=7)
+    )

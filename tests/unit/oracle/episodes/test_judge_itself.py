@@ -268,3 +268,14 @@ def test_a_case_observes_every_output_at_its_position_with_its_kind(tiny_model):
         (7, "decode step 1"),
     ]
     assert all(o.logits.shape == (tiny_model.config.get_text_config().vocab_size,) for o in observed.rows[0])
+
+
+def test_each_refused_case_is_a_cell_of_the_grid_and_counted(tiny_model):
+    """A port that takes chunks of at most 7: the schedules its limits refuse are cells of the grid's
+    picture marked refused, at their prompt length and schedule, and counted in the cases row."""
+    port = f"{port_adapters.__name__}:ChunksUpToSeven"
+    result = verify(tiny_model, VerifyOptions(port=port, groups=("schedules",), schedules_budget=60))
+    refused = {(cell["length"], cell["schedule"]) for cell in result.figures["grid"] if cell["outcome"] == "refused"}
+    assert (12, "chunks of 2W") in refused and (27, "one call") in refused and all(length > 7 for length, _ in refused)
+    (counted,) = [row for row in result.rows if row.check.startswith("cases run")]
+    assert f"({len(refused)} refused by the port's limits" in counted.check

@@ -455,6 +455,15 @@ def test_the_summary_names_a_row_only_one_run_has_and_cuts_a_long_kind_after_twe
     assert not any("more" in line for line in twelve)
 
 
+def test_a_position_point_is_the_logits_largest_error_against_the_rows_gate():
+    points = position_points([[0, 4], [1, 2]], [2e-4, 2e-3], 1e-3)
+    assert [(p["row"], p["position"], p["metric"], p["value"], p["status"]) for p in points] == [
+        (0, 4, "max abs diff", 2e-4, "PASS"),
+        (1, 2, "max abs diff", 2e-3, "FAIL"),
+    ]
+    assert all(p["tolerance"] == 1e-3 and p["hf"] is None and not p["higher_is_better"] for p in points)
+
+
 def test_the_layer_plot_draws_sqnr_where_the_profile_measured_it():
     """A low-precision profile's layer rows carry several metrics: the plot draws the SQNR, one point
     a layer, under its name."""

@@ -50,6 +50,11 @@ def test_a_documented_failure_is_xfail_and_only_a_failure_is():
     assert "documented by the port: known upstream bug" in format_row(
         explained(failing, lambda row: "known upstream bug")
     )
+    detailed = Row("s", "c", "m", 2.0, 1.0, detail="first: layer 3  ", raised="Traceback (most recent call last)")
+    for row in (detailed, explained(detailed, lambda row: "known upstream bug")):  # a failure, documented or not
+        assert format_row(row).splitlines()[-2:] == ["first: layer 3", "Traceback (most recent call last)"]
+    assert format_row(explained(detailed, lambda row: None)).count("first: layer 3") == 1
+    assert "first: layer 3" not in format_row(Row("s", "c", "m", 0.5, 1.0, detail="first: layer 3"))
 
 
 def test_fail_is_painted_only_when_asked_and_no_color_is_honoured(monkeypatch):

@@ -4,10 +4,13 @@ is exact) is the self-test lane's (``test_fuzz_power.py``)."""
 
 from __future__ import annotations
 
+import pytest
+
 from gemma4_static.oracle.flow.verify import verify
 from gemma4_static.oracle.groups.long_positions import LONG_STEPS, STAGE
 from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.results import tolerances
+from tests.unit.ports.port_adapters import ShortContextPort
 
 ADAPTERS = "tests.unit.ports.port_adapters"
 
@@ -44,3 +47,26 @@ def test_the_long_prompt_leaves_a_reserved_decode_slot_free(tiny_model):
     (undeclared,) = verify(tiny_model, VerifyOptions(port=port, groups=("long-positions",))).rows
     assert undeclared.failed and undeclared.check.startswith("prompt 62: 1 schedule"), undeclared
     assert "raised ValueError: cache is full: rows [0] already hold max_seq=63 tokens" in undeclared.check
+
+
+class ShortContextDecodeOff(ShortContextPort):
+    """The short-context port whose decode steps come back 1e-3 off everywhere: past the tolerance
+    (5.4e-4 here), within the reach where the grid would ask its second reference."""
+
+    def decode(self, next_ids):
+        return super().decode(next_ids) + 1e-3
+
+
+def test_a_failing_long_context_is_judged_by_hfs_one_pass_alone(tiny_model, monkeypatch):
+    """HF's token-by-token decode of the whole context (the schedules grid's second reference, asked
+    past the tolerance) is never asked of the long context: it would cost more than the rest of the
+    run. The failing row keeps the one-pass judgement's figure."""
+    from gemma4_static.oracle.episodes import scores
+
+    def refused(*args, **kwargs):
+        raise AssertionError("HF's token-by-token decode asked of the long context")
+
+    monkeypatch.setattr(scores, "hf_token_by_token_logits", refused)
+    port = f"{__name__}:ShortContextDecodeOff"
+    (row,) = verify(tiny_model, VerifyOptions(port=port, groups=("long-positions",))).rows
+    assert row.failed and row.compared and not row.raised and row.value == pytest.approx(1e-3, rel=0.1), row
