@@ -92,3 +92,13 @@ def test_a_test_run_started_under_a_set_it_does_not_run_stops():
     )
     assert result.returncode == 4, result.stdout + result.stderr
     assert "kernel set avx2 should run ATen AVX2, but this process runs DEFAULT" in result.stderr
+
+
+def test_what_a_process_runs_is_named_with_its_thread_count(monkeypatch):
+    monkeypatch.setenv(MARKER, "avx2")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    assert kernel_sets.active_kernels() == "kernel set avx2, ATen AVX2, 1 thread"
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    monkeypatch.delenv(MARKER)
+    assert kernel_sets.active_kernels() == "ATen AVX2, 2 threads"
