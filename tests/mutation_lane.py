@@ -81,6 +81,9 @@ EQUIVALENT: dict[str, str] = {
     "gemma4_static.oracle.faults.port_faults.xǁRingWrapCounterǁinstall__mutmut_16": (
         "held > 0 for >= 0 in the fault's wrap: position 0 modulo anything is 0, so the fault is the same"
     ),
+    "gemma4_static.oracle.faults.fault_patches.x_wrong_theta_for_sliding__mutmut_9": (
+        "the fault's wrong theta 1000001 for 1e6: still one theta for every layer type, caught by the same rows"
+    ),
     "gemma4_static.oracle.faults.fault_patches.x_positions_from_one__mutmut_12": (
         "the shifted RoPE fault clamped one row earlier (max_seq - 2 for - 1): only the table's last row"
         " differs, the fault shifts every other position the same and is caught where it was"
