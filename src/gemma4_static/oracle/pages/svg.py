@@ -167,7 +167,8 @@ def mask_image(rows: Sequence[tuple[int, str, str, str]], keys: str) -> str:
     grids side by side, the keys they disagree on red in the third."""
     columns, size = len(rows[0][1]), 11
     panel = columns * size + 24
-    width, height = 56 + 3 * panel, 30 + size * len(rows) + 8
+    # the last panel's label ("where they differ", about 100 px at the axis' 11 px) fits a narrow mask too
+    width, height = 56 + 2 * panel + max(panel, 110), 30 + size * len(rows) + 8
     parts = [f"{_open(width, height, 'chart mask')}<title>mask rows, {escape(keys)}</title>"]
     for index, name in enumerate(("ours", "HF", "where they differ")):
         parts.append(f'<text x="{56 + index * panel}" y="16" class="axis">{name}</text>')

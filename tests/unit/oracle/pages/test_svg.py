@@ -66,3 +66,10 @@ def test_the_error_plots_axis_reaches_the_largest_error_and_hfs_line_is_drawn_as
     (cross,) = re.findall(r'<path d="M[\d.]+,([\d.]+)l', svg)
     assert float(cross) + 5 >= 16  # the failing point inside the plot, below its top edge
     assert len(re.findall(r'<polyline points="[^"]+" class="series hf"/>', svg)) == 1
+
+
+def test_a_narrow_mask_diagram_has_room_for_its_last_panels_label():
+    svg = mask_image([(3, "xx.x", "x..x", ".x..")], "keys 0-3")
+    width = float(re.search(r'viewBox="0 0 (\S+) ', svg)[1])
+    label_x = float(re.search(r'<text x="([\d.]+)" y="16" class="axis">where they differ</text>', svg)[1])
+    assert width - label_x >= 100  # the label's width at the axis font (11 px)
