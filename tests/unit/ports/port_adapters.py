@@ -11,6 +11,7 @@ from typing import Any
 from gemma4_static import StaticGemma4Runtime
 from gemma4_static.oracle.faults.port_faults import WrappedRuntimePort
 from gemma4_static.ports import BatchLimits, Gemma4Port, ImageLimits, PortLimits, PortPrefill, PortSetup
+from gemma4_static.ports.static import StaticRuntimePort
 
 
 class NothingPort(Gemma4Port):
@@ -106,3 +107,10 @@ class ChunksUpToSeven(WrappedRuntimePort):
     limits = dataclasses.replace(
         WrappedRuntimePort.limits, chunks=dataclasses.replace(WrappedRuntimePort.limits.chunks, max_length=7)
     )
+
+
+class WrappedWithImages(WrappedRuntimePort):
+    """This runtime seen from outside, taking images as it does: no stage exposed."""
+
+    name = "wrapped with images"
+    limits = dataclasses.replace(WrappedRuntimePort.limits, images=StaticRuntimePort.limits.images)

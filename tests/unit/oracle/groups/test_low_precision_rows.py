@@ -6,12 +6,9 @@ the generation row by its decided divergences."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 
-from gemma4_static.oracle.faults.port_faults import WrappedRuntimePort
 from gemma4_static.oracle.flow.verify import verify
 from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.session.sample_plan import sample_prompt
@@ -76,14 +73,8 @@ def test_a_port_leaving_float64s_greedy_tokens_fails_the_generation_row(tiny_mod
     assert failed == [("generation", "decided divergences")]
 
 
-class WrappedWithImages(WrappedRuntimePort):
-    """This runtime seen from outside, taking images as it does: no stage exposed."""
-
-    name = "wrapped with images"
-    limits = dataclasses.replace(WrappedRuntimePort.limits, images=StaticRuntimePort.limits.images)
-
-
 def test_the_image_stages_a_port_does_not_expose_are_skip_rows_under_their_checks(tiny_model):
-    options = VerifyOptions(port=f"{__name__}:WrappedWithImages", dtype=torch.bfloat16, groups=("inputs",))
+    port = "tests.unit.ports.port_adapters:WrappedWithImages"
+    options = VerifyOptions(port=port, dtype=torch.bfloat16, groups=("inputs",))
     skipped = [(row.stage, row.check) for row in verify(tiny_model, options).rows if row.status == "SKIP"]
     assert skipped[-3:] == [("PLE", "vs float64"), ("vision prefill", "soft tokens"), ("fusion", "vs masked_scatter")]
