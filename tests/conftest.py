@@ -116,6 +116,25 @@ def reuse_session_models(monkeypatch: pytest.MonkeyPatch, request: pytest.Fixtur
 
 
 @pytest.fixture(scope="session")
+def _session_hf_answers():
+    from gemma4_static.oracle.references.recording import Recording
+
+    return Recording("record")
+
+
+@pytest.fixture
+def hf_answers_kept(_session_hf_answers):
+    """HF's answers kept for the session (this worker's): a ``record`` recording active for the test,
+    each answer keyed by its question (the call, its arguments' content, the model by its weights)
+    and read back when asked again, so tests judging many ports, faults or backends against the same
+    model ask HF each question once. Not for a test that edits a model in place (a model's weights
+    are digested once per object), nor where an answer depends on more than its question (the
+    library's ``judged_live``: a mixture of experts pinned at the port's routing)."""
+    with _session_hf_answers.active():
+        yield _session_hf_answers
+
+
+@pytest.fixture(scope="session")
 def extended_package(tmp_path_factory) -> tuple[Path, dict]:
     """A copy of the package with the docs' example check group and example capability added (one
     new file each, nothing else changed), and what it says of itself (:data:`EXTENDED_PROBE`, one

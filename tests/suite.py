@@ -4,6 +4,7 @@ outliving it, inference only, and the terminal summary of the models built and t
 
 from __future__ import annotations
 
+import operator
 import os
 import sys
 import types
@@ -50,36 +51,55 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"gemma4 kernels: {active_kernels()}"
 
 
-_found_clean: dict[str, dict[str, object]] = {}  # each owner's names as last found clean (the values kept)
+_found_clean: dict[str, tuple[tuple, tuple]] = {}  # each owner's names and values as last found clean
+_classes_of: dict[str, tuple[int, list[tuple[str, types.MappingProxyType]]]] = {}  # by namespace size
+_library_modules: tuple[int, list[tuple[str, types.ModuleType]]] = (0, [])  # by the size of sys.modules
 
 
 def leaked_substitutes() -> list[str]:
     """Names in the library's modules (and on its classes) bound to a test's substitute: a mock, or a
     function or class defined in a test module. A patch undone by its test leaves none; a module
     imported *while* a name was patched keeps the substitute it imported (``from x import name``).
-    A name still bound to the value it was found clean with is not looked at again (run after every
-    test, the scan would otherwise cost a few seconds of each worker's run)."""
+    An owner whose names are all still bound to the values it was found clean with is not looked at
+    again (run after every test, the scan would otherwise cost a few seconds of each worker's run)."""
     leaked = []
-    for module_name, module in list(sys.modules.items()):
-        if not module_name.startswith("gemma4_static") or module is None:
+    for owner, names in _owners():
+        keys, values = _found_clean.get(owner, ((), ()))
+        unchanged = len(names) == len(keys) and all(map(operator.is_, names, keys))
+        if unchanged and all(map(operator.is_, names.values(), values)):
             continue
-        namespace = vars(module)
-        owners = [(module_name, namespace)]
-        owners += [
-            (f"{module_name}.{name}", vars(value))
-            for name, value in namespace.items()
-            if isinstance(value, type) and value.__module__ == module_name
+        found = [
+            f"{owner}.{name} = {value!r}"
+            for name, value in names.items()
+            if isinstance(value, mock.NonCallableMock) or _from_a_test(value)
         ]
-        for owner, names in owners:
-            clean = _found_clean.setdefault(owner, {})
-            for name, value in list(names.items()):
-                if clean.get(name, leaked) is value:  # ``leaked``: a default no name is bound to
-                    continue
-                if isinstance(value, mock.NonCallableMock) or _from_a_test(value):
-                    leaked.append(f"{owner}.{name} = {value!r}")
-                else:
-                    clean[name] = value
+        if found:
+            leaked += found
+        else:
+            _found_clean[owner] = (tuple(names), tuple(names.values()))
     return leaked
+
+
+def _owners() -> list[tuple[str, dict]]:
+    """The library's modules' namespaces and those of the classes each defines (looked for again
+    when the module's namespace changes size)."""
+    global _library_modules
+    if _library_modules[0] != len(sys.modules):
+        modules = [(name, module) for name, module in list(sys.modules.items()) if name.startswith("gemma4_static")]
+        _library_modules = (len(sys.modules), [(name, module) for name, module in modules if module is not None])
+    owners = []
+    for module_name, module in _library_modules[1]:
+        namespace = vars(module)
+        size, classes = _classes_of.get(module_name, (-1, []))
+        if size != len(namespace):
+            classes = [
+                (f"{module_name}.{name}", vars(value))
+                for name, value in namespace.items()
+                if isinstance(value, type) and value.__module__ == module_name
+            ]
+            _classes_of[module_name] = (len(namespace), classes)
+        owners += [(module_name, namespace), *classes]
+    return owners
 
 
 def _from_a_test(value) -> bool:

@@ -19,6 +19,8 @@ from gemma4_static.oracle.results.report import assert_rows_pass, merge
 from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 
+pytestmark = pytest.mark.usefixtures("hf_answers_kept")  # HF asked each question once (the two backends share it)
+
 
 def _window(model) -> int:
     return model.config.get_text_config().sliding_window

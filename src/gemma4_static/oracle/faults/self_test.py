@@ -4,6 +4,7 @@ caught it. A fault no check catches means the suite has a blind spot: the self-t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,6 +14,8 @@ from ...executorch.cache_program import fresh_programs
 from ..flow.verify import run_verification
 from ..groups.export import GROUP as EXPORT
 from ..options import VerifyOptions
+from ..references.recording import ACTIVE, Recording
+from ..references.reference_folder import judged_live
 from ..results.report import Row
 from ..session.port_calls import raised_in
 from .catalogue import CATALOGUE
@@ -56,15 +59,22 @@ def run_self_test(
     """The fault-free run's rows (all must pass for the results to mean anything), then one
     :class:`FaultResult` per fault, each from a fresh verification of ``model`` under ``options``
     (its groups but export, which replays the stages' own eager output and so cannot see a fault; a
-    low-precision profile: its gates, so a fault must stand out of that precision's noise)."""
+    low-precision profile: its gates, so a fault must stand out of that precision's noise). HF is
+    asked each question once: a fault is injected into the port, never into the reference, so the
+    fault-free run's answers are recorded and read back by every fault's run (unless a reference or
+    an outer recording already answers, and where HF's answers depend on the run:
+    :func:`~..references.reference_folder.judged_live`)."""
     options = (options or VerifyOptions()).without(EXPORT.name)
-    baseline = run_verification(model, options)
-    results = []
-    for fault in faults:
-        reason = fault.not_applicable(model, options.dtype, options.quant)
-        result = run_fault(fault, model, options) if reason is None else FaultResult(fault, not_applicable=reason)
-        on_result(result)
-        results.append(result)
+    alone = options.reference is None and ACTIVE.get() is None and judged_live(model, options.quant) is None
+    answers = Recording("record") if alone else None
+    with contextlib.nullcontext() if answers is None else answers.active():
+        baseline = run_verification(model, options)
+        results = []
+        for fault in faults:
+            reason = fault.not_applicable(model, options.dtype, options.quant)
+            result = run_fault(fault, model, options) if reason is None else FaultResult(fault, not_applicable=reason)
+            on_result(result)
+            results.append(result)
     return baseline, results
 
 

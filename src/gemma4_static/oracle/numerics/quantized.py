@@ -16,7 +16,6 @@ from torch import nn
 
 from ...quant.schemes import Scheme
 from ...spec import text_module
-from ..references.hf import hf_prefill
 from ..references.samples import Prompt
 from .reference_quant import ReferenceActivation, reference_weight, torchao_quantization
 
@@ -72,14 +71,18 @@ class ReferenceSite:
 def calibrated_hf(model: Any, scheme: Scheme, prompts: list[Prompt]) -> tuple[Any, dict[str, ReferenceSite]]:
     """A copy of HF ``model`` quantized where the runtime quantizes (decoder and vision encoder
     projections, the PLE projection, tables and LM head as ``scheme`` says), calibrated over HF's own
-    forward on ``prompts``, and its sites by the runtime's site names (those calibration reached)."""
+    forward on ``prompts``, and its sites by the runtime's site names (those calibration reached).
+    The calibration passes are HF's forward itself, never a recorded question: under a recording they
+    would be answered from it (the observers seeing no row) and would digest the copy's weights
+    before quantization made them its own (its answers then keyed as the float model's)."""
     quantized = copy.deepcopy(model)
     sites = list(_hf_sites(quantized, scheme))
     head = [site for site in sites if site.name == "LM head"]
     for prompt in prompts:
         for site in head:  # the runtime's head runs on each row's last valid token: its range is theirs
             site.rows = (torch.arange(prompt.input_ids.shape[0]), prompt.last_index)
-        hf_prefill(quantized, prompt)
+        with torch.no_grad():
+            quantized(**prompt.hf_kwargs())
     for site in sites:
         site.settle()
     return quantized, {site.name: site for site in sites if site.quantizing}

@@ -114,6 +114,17 @@ class Reference:
         )
 
 
+def judged_live(model: Any, quant: str | None) -> str | None:
+    """Why HF's answers for ``model`` in ``quant`` cannot be recorded and read back (``None``: they
+    can): an integer profile's HF side is calibrated in the run, a mixture of experts' HF is pinned
+    at the port's routing ties (an answer depends on the port, not only on the question)."""
+    if quant is not None:
+        return f"quant {quant!r}: an integer profile is judged live (its HF side is calibrated in the run)"
+    if model.config.get_text_config().enable_moe_block:
+        return "a mixture-of-experts model is judged live: HF is pinned at the port's routing ties"
+    return None
+
+
 def admission(
     model: Any, reference: Reference | None, port: str, profile: str, quant: str | None
 ) -> Callable[[Any, int, Any], None]:
@@ -122,10 +133,9 @@ def admission(
     notes the plan. An integer profile or a mixture-of-experts model is judged live only."""
     if reference is None:
         return lambda prompt, steps, setup: None
-    if quant is not None:
-        raise ValueError(f"quant {quant!r}: an integer profile is judged live (its HF side is calibrated in the run)")
-    if model.config.get_text_config().enable_moe_block:
-        raise ValueError("a mixture-of-experts model is judged live: HF is pinned at the port's routing ties")
+    live = judged_live(model, quant)
+    if live is not None:
+        raise ValueError(live)
     if reference.recording.mode == "replay":
         reference.admit_model(model, profile)
         return lambda prompt, steps, setup: reference.admit_plan(port, prompt, steps, setup)

@@ -56,6 +56,8 @@ LANE_ONLY = {  # the self-test lane's alone, and why
     "quant-range-from-wrong-site": "a fault of the fake quantization: an integer profile",
 }
 
+pytestmark = pytest.mark.usefixtures("hf_answers_kept")  # HF asked each question once (the faults share it)
+
 
 def test_every_fault_has_a_twin_or_says_why_not():
     names = [fault.name for fault in CATALOGUE]

@@ -12,7 +12,10 @@ from gemma4_static.oracle.faults.self_test import format_result, run_fault
 from gemma4_static.oracle.flow.verify import run_verification, verify
 from gemma4_static.oracle.options import VerifyOptions
 
-pytestmark = pytest.mark.usefixtures("reuse_session_models")  # the command gets the session's models
+pytestmark = pytest.mark.usefixtures(
+    "reuse_session_models",  # the command gets the session's models
+    "hf_answers_kept",  # HF asked each question once (faulty and correct runs share it)
+)
 
 
 def test_the_catalogue_names_at_least_fifteen_distinct_bugs():

@@ -34,7 +34,10 @@ from gemma4_static.ports import PortSetup
 from gemma4_static.ports.static import StaticRuntimePort
 from tests import made_models
 
-pytestmark = pytest.mark.xdist_group("group-pairs")  # one worker: the correct runs are shared
+pytestmark = [
+    pytest.mark.xdist_group("group-pairs"),  # one worker: the correct runs are shared
+    pytest.mark.usefixtures("hf_answers_kept"),  # HF asked each question once (faulty and correct runs share it)
+]
 HOST = "gemma4_static.oracle.faults.host_faults"
 PORTS = "gemma4_static.oracle.faults.port_faults"
 SCHEME = "gemma4_static.oracle.faults.static_faults"

@@ -13,7 +13,10 @@ from gemma4_static.oracle.flow.verify import run_group
 from gemma4_static.oracle.groups import names
 from tests.reports import read_report
 
-pytestmark = pytest.mark.usefixtures("reuse_session_models")  # the command gets the session's models
+pytestmark = pytest.mark.usefixtures(
+    "reuse_session_models",  # the command gets the session's models
+    "hf_answers_kept",  # HF asked each question once (faulty and correct runs share it)
+)
 
 # the groups that run the port's attention over a padded or masked key range
 MASKED = {"inputs", "mask-value", "layers", "chunked-prefill", "decode", "schedules", "long-positions"}
