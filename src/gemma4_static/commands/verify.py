@@ -20,7 +20,8 @@ from ..oracle.groups.overflow import GROUP as OVERFLOW
 from ..oracle.numerics.kernel_sets import active_kernels
 from ..oracle.options import GRID_BUDGET, VerifyOptions, group_names
 from ..oracle.references import checkpoints, models  # looked up per call: tests substitute their builders
-from ..oracle.references.recording import Recording
+from ..oracle.references.recording import ACTIVE, Recording
+from ..oracle.references.reference_folder import judged_live
 from ..oracle.results.report import Row, format_row
 from ..oracle.results.report_json import report_document, run_metadata, write_report
 from ..oracle.results.verdict import ExitCode
@@ -109,6 +110,13 @@ def run_verify(args: argparse.Namespace) -> int:
     return _report(args, model, name, options, started, budget)
 
 
+def _outer(model: object, options: VerifyOptions) -> Recording | None:
+    """The recording already active where this command runs in a process that keeps HF's answers
+    (a test session, a program calling the command line), unless this run's answers depend on more
+    than its questions (:func:`~..oracle.references.reference_folder.judged_live`)."""
+    return ACTIVE.get() if judged_live(model, options.quant) is None else None
+
+
 def _report(
     args: argparse.Namespace, model: object, name: str, options: VerifyOptions, started: float, budget: Budget | None
 ) -> int:
@@ -130,7 +138,8 @@ def _report(
     seen: list[Row] = []
     if options.reference is not None:
         print(f"gemma4-static verify: HF's answers from {options.reference.describe()}", flush=True)
-    hf = options.reference.recording if options.reference is not None else Recording("live")
+    live = options.reference is None
+    hf = Recording("live", outer=_outer(model, options)) if live else options.reference.recording
     try:
         with hf.active():
             result = verify.verify(model, options, on_row=lambda row: (show(row), seen.append(row)))

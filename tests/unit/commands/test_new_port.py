@@ -27,6 +27,7 @@ class OneStage(SkeletonNpuPort):
 """
 
 
+@pytest.mark.usefixtures("reuse_session_models", "hf_answers_kept")  # the session's model, HF asked once
 def test_the_skeleton_compares_nothing_until_a_stage_is_filled_in(tmp_path, monkeypatch, capsys):
     assert cli.main(["new-port", "skeleton-npu", "--folder", str(tmp_path)]) == 0
     assert "verify --port skeleton_npu:SkeletonNpuPort" in capsys.readouterr().out

@@ -12,13 +12,18 @@ import torch
 
 from gemma4_static.commands import cli
 from gemma4_static.commands import export as export_command
+from gemma4_static.commands import verify as verify_command
 from gemma4_static.cpu import vision as cpu_vision
 from gemma4_static.cpu.rope import build_rope
+from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.ports import Gemma4Port, ImageLimits, ImageProfile, PortLimits
 from gemma4_static.ports import static as static_port
 from tests.reports import read_report
 
-pytestmark = pytest.mark.usefixtures("reuse_session_models")  # the command gets the session's models
+pytestmark = pytest.mark.usefixtures(
+    "reuse_session_models",  # the command gets the session's models
+    "hf_answers_kept",  # and asks HF each question once (the runs on the same model share it)
+)
 
 
 def test_verify_passes_on_the_default_model_and_writes_json(tmp_path, capsys):
@@ -359,3 +364,10 @@ def test_tico_is_judged_on_the_model_it_takes():
     from gemma4_static.ports.registry import declared_limits, port_factory
 
     assert default_models(declared_limits(port_factory("tico-gemma4")))[0] == "e2b-multimodal"
+
+
+def test_a_run_passes_hfs_questions_to_an_outer_recording_only_where_answers_depend_on_them_alone(
+    tiny_model, hf_answers_kept
+):
+    assert verify_command._outer(tiny_model, VerifyOptions()) is hf_answers_kept
+    assert verify_command._outer(tiny_model, VerifyOptions(quant="a8w8")) is None  # its HF is calibrated in the run

@@ -143,7 +143,8 @@ def unpack(packed: Any, tensors: dict[str, torch.Tensor]) -> Any:
 class Recording:
     """HF's answers by key: ``calls[key] = {"call": name, "answer": packed}`` and the tensors they
     name. ``mode`` is ``"record"`` (every question is computed and kept), ``"replay"`` (read back) or
-    ``"live"`` (computed, only counted and timed)."""
+    ``"live"`` (computed, only counted and timed; or, given an ``outer`` recording, passed on to it,
+    which answers them as its mode says)."""
 
     mode: str
     calls: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
@@ -151,6 +152,7 @@ class Recording:
     asked: int = 0  # questions asked while active (answered from the recording in replay)
     seconds: float = 0.0  # spent answering them: HF computing (record), reading back (replay)
     depth: int = 0  # recorded calls in progress (a question asked inside another is its time)
+    outer: Recording | None = dataclasses.field(default=None, repr=False, compare=False)  # a live one's
 
     def answer(self, name: str, arguments: Any, compute: Callable[[], Any]) -> Any:
         """The answer to ``name(arguments)``: computed and kept, or read back."""
@@ -164,7 +166,7 @@ class Recording:
     def _answer(self, name: str, arguments: Any, compute: Callable[[], Any]) -> Any:
         self.asked += 1
         if self.mode == "live":
-            return compute()
+            return compute() if self.outer is None else self.outer.answer(name, arguments, compute)
         key = hashlib.sha256(f"{name}:{digest_of(arguments)}".encode()).hexdigest()
         if self.mode == "replay":
             if key not in self.calls:

@@ -95,6 +95,23 @@ def test_record_then_replay_answers_without_computing():
     assert question(model, ids)["pair"][1] is None and len(CALLS) == 2  # no recording active: computed
 
 
+def test_a_live_recording_counts_its_questions_and_passes_them_to_its_outer():
+    model, ids = _model(), torch.tensor([1, 2, 3])
+    outer, CALLS[:] = Recording("record"), []
+    with outer.active():
+        question(model, ids)
+        live = Recording("live", outer=outer)
+        with live.active():
+            question(model, ids)  # answered by the outer recording: not computed again
+            question(model, ids, scale=2.0)  # computed once, and kept by the outer recording
+        question(model, ids, scale=2.0)
+    assert len(CALLS) == 2 and live.asked == 2 and outer.asked == 4 and len(outer.calls) == 2
+    alone = Recording("live")
+    with alone.active():
+        question(model, ids)
+    assert len(CALLS) == 3 and alone.asked == 1 and not alone.calls  # computed, counted, kept nowhere
+
+
 def _folder(tmp_path: Path, model: torch.nn.Module) -> Path:
     reference = reference_folder.new_reference(tmp_path / "ref", model, "linear")
     reference.label = ("gemma4-static", False)
