@@ -62,6 +62,14 @@ OPT_IN_LANES = {
 # markers that are no lane: what a test needs to run at all
 NEEDS = {"checkpoint": "needs a real Gemma 4 checkpoint on local disk (--gemma4-checkpoint / GEMMA4_CHECKPOINT)"}
 LONGEST_FIRST = ("kernels", "executorch")  # the kernel sets' processes, then the lowering: the workers end together
+# then the default suite's property tests, collected last otherwise (loadgroup hands units out in
+# collection order: seconds handed out last are a tail one worker runs alone), the rest in that order
+LONGEST_UNITS = (
+    "tests/unit/test_runtime_state_machine.py",
+    "tests/unit/test_ring_properties.py",
+    "tests/unit/test_decode_properties.py",
+    "tests/unit/test_api_fuzzing.py",
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -85,8 +93,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker(marker) is not None:  # a marker, not a folder of that name
                 item.add_marker(skip)
-    first = LONGEST_FIRST
-    items.sort(key=lambda item: next((i for i, m in enumerate(first) if item.get_closest_marker(m)), len(first)))
+    items.sort(key=_longest_first)
+
+
+def _longest_first(item: Any) -> tuple[int, int]:
+    """``item``'s place: its lane in :data:`LONGEST_FIRST`, then its unit in :data:`LONGEST_UNITS`."""
+    lane = next((i for i, marker in enumerate(LONGEST_FIRST) if item.get_closest_marker(marker)), len(LONGEST_FIRST))
+    unit = next((i for i, path in enumerate(LONGEST_UNITS) if item.nodeid.startswith(path)), len(LONGEST_UNITS))
+    return lane, unit
 
 
 def lost_group(item: Any, loadgroup: bool) -> str | None:

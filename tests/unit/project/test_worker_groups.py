@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.lanes import lost_group
+from tests.lanes import LONGEST_UNITS, lost_group
+from tests.paths import ROOT
 
 
 def _item(nodeid: str, group: str | None) -> SimpleNamespace:
@@ -27,3 +28,8 @@ def test_this_runs_groups_took_effect(request):
     if not getattr(request.config.option, "loadgroup", False):
         pytest.skip("not an xdist worker under --dist loadgroup (run with -n 2)")
     assert request.node.nodeid.endswith("@worker-groups")
+
+
+def test_the_longest_units_scheduled_first_exist():
+    """A unit renamed away would silently leave the schedule's tail to chance."""
+    assert [path for path in LONGEST_UNITS if not (ROOT / path).is_file()] == []
