@@ -49,6 +49,38 @@ def test_cached_stack_equals_the_runtime(tiny_model, chunk, lengths):
             torch.testing.assert_close(ours, expected, rtol=0, atol=tolerances.relative(torch.float32, expected))
 
 
+class _Counted(torch.overrides.TorchFunctionMode):
+    """Counts the torch functions and tensor methods called while active, by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: dict[str, int] = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", str(func))
+        self.calls[name] = self.calls.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("tokens", [1, CHUNK], ids=["decode", "chunk"])
+def test_a_step_computes_the_cache_rows_once_per_layer_type(tiny_model, tokens):
+    """Each producing layer writes its K and V at rows computed once per layer type in a step: in a
+    lowered program each computation is a chain of operators on the portable kernels (286 of them on
+    the E2B geometry's decode step when every write computed its own, 105 since)."""
+    runtime = StaticGemma4Runtime(tiny_model, max_seq=MAX_SEQ)
+    program = cached_stack(runtime.modules, runtime.stack)
+    positions = torch.arange(tokens)[None]
+    ids = torch.full((1, tokens), runtime.spec.pad_token_id)
+    inputs = step_inputs(runtime.stack, ids, positions, torch.ones_like(positions, dtype=torch.bool))
+    counted = _Counted()
+    with torch.no_grad(), counted:
+        program(*inputs)
+    producers = sum(source == index for index, source in enumerate(program.sources))
+    assert counted.calls["index_put_"] == 2 * producers
+    ring_masks = tokens == 1 and any(program.is_ring(name) for name in program.type_order)  # its written column
+    assert counted.calls["arange"] == 2 * len(program.type_order) + ring_masks
+
+
 def test_cached_stack_takes_images_as_embeddings(tiny_model):
     """Two image slots, row 0 filling both and row 1 the second: the soft tokens enter the step as
     embeddings (``embedded`` on the image tokens only) under the image blocks' masks; prefill in one

@@ -120,11 +120,13 @@ class CachedStack(nn.Module):
             )
             for name in self.type_order
         }
+        rows_of: dict[tuple[str, tuple[int, ...]], torch.Tensor] = {}  # (layer type, buffer shape) -> rows
         produced: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         for index, layer in enumerate(self.layers):
             layer_type, source = self.layer_types[index], self.sources[index]
-            if index == self.first_reusing_layer and not self.trace:
+            if index == self.first_reusing_layer and not self.trace and input_ids.shape[1] > 1:
                 # layers that reuse K/V write nothing: past the producers only each row's last token matters
+                # (a one-token step holds only that token: gathering it would be operators for nothing)
                 hidden, per_layer_inputs = _rows(hidden, last_index, 1), _rows(per_layer_inputs, last_index, 1)
                 rope = {name: tuple(_rows(table, last_index, 1) for table in pair) for name, pair in rope.items()}
                 masks = {name: _rows(mask, last_index, 2) for name, mask in masks.items()}
@@ -134,7 +136,7 @@ class CachedStack(nn.Module):
             if source == index:
                 produced[index] = (key, value)
                 if in_place:
-                    self._write(index, key, value, slots[layer_type])
+                    self._write(index, key, value, self._rows_at(rows_of, index, slots[layer_type]))
             keys, values = self.caches(source)
             if not in_place:
                 step_key, step_value = produced[source]
@@ -147,7 +149,7 @@ class CachedStack(nn.Module):
             states.append(hidden)
         for index, (key, value) in produced.items():  # ring writes after every layer has read the ring
             if not self.in_place(self.layer_types[index], one_token):
-                self._write(index, key, value, slots[self.layer_types[index]])
+                self._write(index, key, value, self._rows_at(rows_of, index, slots[self.layer_types[index]]))
         last = hidden.gather(1, last_index[:, None, None].expand(-1, 1, hidden.shape[-1]))
         logits = self.lm_head(last)[:, 0]
         return (logits, torch.stack(states)) if self.trace else logits
@@ -166,15 +168,24 @@ class CachedStack(nn.Module):
         written = torch.arange(capacity + 1) == slots[:, None, :, None]  # (B, 1, 1, capacity + 1)
         return torch.where(written, mask[..., capacity:], over_ring)
 
-    def _write(self, index: int, key: torch.Tensor, value: torch.Tensor, slots: torch.Tensor) -> None:
-        """``key``/``value`` ``(B, kv_heads, S, D)`` into producing layer ``index``'s buffers at ``slots
-        (B, S)``, in place: ``index_put_`` with one 1-D row index into the flat buffer (the form
-        ExecuTorch's portable kernel writes in place on a mutable buffer)."""
-        batch, heads, slot_count, head_dim = self.shapes[index]
-        rows = torch.arange(batch)[:, None, None] * heads + torch.arange(heads)[None, :, None]
-        flat_index = (rows * slot_count + slots[:, None, :]).reshape(-1)
+    def _rows_at(self, rows_of: dict, index: int, slots: torch.Tensor) -> torch.Tensor:
+        """The rows of producing layer ``index``'s flat buffers that ``slots (B, S)`` name, ``(B * kv_heads
+        * S,)`` in the order of its K/V ``(B, kv_heads, S, D)``: computed once per layer type and buffer
+        shape in a step (in a program, each is a chain of operators left to the portable kernels)."""
+        batch, heads, slot_count, _ = self.shapes[index]
+        key = (self.layer_types[index], (batch, heads, slot_count))
+        if key not in rows_of:
+            rows = torch.arange(batch)[:, None, None] * heads + torch.arange(heads)[None, :, None]
+            rows_of[key] = (rows * slot_count + slots[:, None, :]).reshape(-1)
+        return rows_of[key]
+
+    def _write(self, index: int, key: torch.Tensor, value: torch.Tensor, rows: torch.Tensor) -> None:
+        """``key``/``value`` ``(B, kv_heads, S, D)`` into producing layer ``index``'s buffers at ``rows``
+        (:meth:`_rows_at`), in place: ``index_put_`` with one 1-D row index into the flat buffer (the
+        form ExecuTorch's portable kernel writes in place on a mutable buffer)."""
+        head_dim = self.shapes[index][3]
         for name, step in (("k_cache", key), ("v_cache", value)):
-            getattr(self, f"{name}_{index}").index_put_((flat_index,), step.reshape(-1, head_dim))
+            getattr(self, f"{name}_{index}").index_put_((rows,), step.reshape(-1, head_dim))
 
 
 def _rows(tensor: torch.Tensor, index: torch.Tensor, dim: int) -> torch.Tensor:
