@@ -1,0 +1,179 @@
+"""The patches of the faults only the self-test lane runs (another geometry, an integer profile, the
+fuzzer or the whole grid), each on stand-ins in the default suite: it changes exactly what its bug
+says, where its bug says, and leaves everything else to the code it wraps. (The lane shows that
+``verify`` catches each; these pin that each is still the bug the lane was shown to catch.)"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from gemma4_static.oracle.faults import static_faults
+from gemma4_static.oracle.faults.catalogue_family import _key_as_value, _sliding_kv_heads_everywhere
+from gemma4_static.oracle.faults.catalogue_quant import _down_proj_takes_up_proj_range
+from gemma4_static.oracle.faults.fault_patches import never_restoring
+from gemma4_static.oracle.faults.port_faults import ChunkMaskOffset, RingSlotsLongChunk, WrappedRuntimePort
+from gemma4_static.oracle.faults.static_faults import CalibratedOnPadding, ScalesAlongTheInputs
+from gemma4_static.ports.prompt import Prompt
+from gemma4_static.quant.fake_quant import signed_range
+from gemma4_static.spec import FULL_ATTENTION, SLIDING_ATTENTION, LayerTypeSpec
+
+
+def test_k_cache_as_v_reads_the_keys_as_values_on_k_eq_v_layers_only():
+    calls = []
+
+    def project_kv(layer, normed, cos, sin):
+        calls.append((normed, cos, sin))
+        return "key", "value"
+
+    patched = _key_as_value(project_kv)
+    assert patched(SimpleNamespace(v_proj=None), 1, 2, 3) == ("key", "key")
+    assert patched(SimpleNamespace(v_proj=object()), 4, 5, 6) == ("key", "value")
+    assert calls == [(1, 2, 3), (4, 5, 6)]
+
+
+def test_global_kv_heads_of_sliding_sizes_full_layers_only_with_the_sliding_count():
+    specs = {
+        SLIDING_ATTENTION: LayerTypeSpec(256, 8, "sliding rope"),
+        FULL_ATTENTION: LayerTypeSpec(512, 2, "full rope"),
+    }
+    asked = []
+
+    def read(config, layer_type):
+        asked.append((config, layer_type))
+        return specs[layer_type]
+
+    patched = _sliding_kv_heads_everywhere(read)
+    assert patched("config", FULL_ATTENTION) == LayerTypeSpec(512, 8, "full rope")
+    assert patched("config", SLIDING_ATTENTION) is specs[SLIDING_ATTENTION]
+    assert asked == [("config", FULL_ATTENTION), ("config", SLIDING_ATTENTION), ("config", SLIDING_ATTENTION)]
+
+
+def test_never_restoring_drops_only_the_restoring_rewrite():
+    calls = []
+
+    def rewrite(buffers, buffer, rule, spans, runs, *, restore):
+        calls.append((buffers, buffer, rule, spans, runs, restore))
+        return "rewritten"
+
+    patched = never_restoring(rewrite)
+    assert patched(1, 2, 3, 4, 5, restore=True) is None and calls == []
+    assert patched(1, 2, 3, 4, 5, restore=False) == "rewritten"
+    assert calls == [(1, 2, 3, 4, 5, False)]
+
+
+class _Range:
+    def __init__(self, name: str) -> None:
+        self.name, self.copied = name, None
+
+    def copy_range(self, other: _Range) -> None:
+        self.copied = other.name
+
+
+def test_down_proj_range_is_taken_from_its_layers_up_proj_after_calibration():
+    sites = [
+        SimpleNamespace(name=name, activation=None if name == "layer 1 down_proj" else _Range(name))
+        for name in (
+            "layer 0 up_proj",
+            "layer 0 down_proj",
+            "layer 1 up_proj",
+            "layer 1 down_proj",
+            "layer 2 down_proj",
+        )
+    ]
+    profile = SimpleNamespace(sites=sites)
+    calibrated = []
+    patched = _down_proj_takes_up_proj_range(lambda self, run, *, unreached: calibrated.append((self, run, unreached)))
+    patched(profile, "run", unreached="skip")
+    assert calibrated == [(profile, "run", "skip")]
+    copied = {site.name: site.activation.copied for site in sites if site.activation is not None}
+    assert copied == {
+        "layer 0 up_proj": None,
+        "layer 0 down_proj": "layer 0 up_proj",
+        "layer 1 up_proj": None,
+        "layer 2 down_proj": None,  # no up_proj of its layer
+    }
+
+
+def _installed(fault: type, **runtime: object) -> WrappedRuntimePort:
+    """``fault``'s port (no model built) with its patch installed on a stand-in runtime."""
+    port = object.__new__(fault)
+    port.first_chunk = None
+    port.install(SimpleNamespace(**runtime))
+    return port
+
+
+def test_chunk_mask_offset_shifts_only_a_chunk_longer_than_the_first():
+    seen = []
+
+    def cache_masks(positions, written, blocks=None, *, before=None):
+        seen.append((positions, written, blocks, before))
+
+    stack = SimpleNamespace(cache_masks=cache_masks)
+    port = _installed(ChunkMaskOffset, stack=stack)
+    masks = stack.cache_masks
+    first, longer, same = torch.arange(4)[None], torch.arange(4, 9)[None], torch.arange(9, 13)[None]
+    masks(longer, "written")  # no ``before``: a one-call prefill's masks
+    port.chunk_of(first)
+    masks(first, "written", "blocks", before="kept")
+    masks(longer, "written", "blocks", before="kept")
+    masks(same, "written", before="kept")
+    assert [(positions.tolist(), *rest) for positions, *rest in seen] == [
+        (longer.tolist(), "written", None, None),
+        (first.tolist(), "written", "blocks", "kept"),
+        ((longer - 1).tolist(), "written", "blocks", "kept"),
+        (same.tolist(), "written", None, "kept"),
+    ]
+    port.first_chunk = None  # no first chunk noted: a chunk is compared with itself
+    masks(longer, "written", before="kept")
+    assert torch.equal(seen[-1][0], longer)
+
+
+def test_ring_slots_long_chunk_counts_from_the_chunks_start_only_past_the_ring_plus_one():
+    cache = SimpleNamespace(is_ring=lambda layer_type: layer_type == "ring", capacity={"ring": 4, "full": 32})
+    cache.slots = lambda layer_type, positions: ("original", layer_type, positions.tolist())
+    _installed(RingSlotsLongChunk, cache=cache)
+    long_later = torch.arange(3, 9)[None]  # 6 positions after the first chunk: past the ring of 4 plus one
+    assert cache.slots("ring", long_later).tolist() == [[0, 1, 2, 3, 0, 1]]
+    assert cache.slots("ring", torch.arange(1, 7)[None]).tolist() == [[0, 1, 2, 3, 0, 1]]  # from position 1 on
+    unfaulted = {
+        "the first chunk": ("ring", torch.arange(0, 6)[None]),
+        "the ring plus one": ("ring", torch.arange(3, 8)[None]),
+        "not a ring": ("full", long_later),
+        "one position per row": ("ring", torch.arange(3, 9)),
+    }
+    for why, (layer_type, positions) in unfaulted.items():
+        assert cache.slots(layer_type, positions) == ("original", layer_type, positions.tolist()), why
+
+
+def test_the_wrapped_port_hands_both_mask_arguments_to_this_runtime():
+    port = object.__new__(WrappedRuntimePort)
+    port.inner = SimpleNamespace(prefill_masks=lambda attention_mask, types: {"masks": (attention_mask, types)})
+    assert port.prefill_masks("attention", "types") == {"masks": ("attention", "types")}
+
+
+def test_calibrated_on_padding_observes_the_whole_static_buffer(monkeypatch):
+    observed = []
+    monkeypatch.setattr(static_faults.StaticSchemePort, "calibrate", lambda self, prompts: observed.extend(prompts))
+    port = object.__new__(CalibratedOnPadding)
+    port.inner, port.pad_token_id = SimpleNamespace(setup=SimpleNamespace(max_seq=8)), 2
+    prompt = Prompt(torch.tensor([[5, 6, 7], [8, 9, 3]]), torch.tensor([[1, 1, 1], [1, 1, 0]]))
+    port.calibrate([prompt])
+    (padded,) = observed
+    assert padded.input_ids.tolist() == [[5, 6, 7, 2, 2, 2, 2], [8, 9, 2, 2, 2, 2, 2]]  # max_seq - 1 positions
+    assert padded.attention_mask.tolist() == [[1] * 7, [1] * 7]  # the padding counted as tokens
+
+
+def test_scales_along_the_inputs_reads_each_rows_scale_by_column():
+    weight = torch.tensor([[1.0, -2.0, 0.5], [4.0, 1.0, -3.0]])
+    site = SimpleNamespace(original=weight, quantized=torch.nn.Parameter(torch.zeros(2, 3)))
+    port = object.__new__(ScalesAlongTheInputs)
+    port.inner = SimpleNamespace(runtime=SimpleNamespace(quantization=SimpleNamespace(sites=[site])))
+    port.after_calibration([])
+    low, high = signed_range(8)
+    rows = torch.tensor([2.0, 4.0]) / high  # one scale per output row
+    along = rows[torch.tensor([0, 1, 0])]  # column j reads row j's scale (modulo the rows)
+    expected = (weight / along).round().clamp(low, high) * along
+    assert torch.equal(site.quantized.data, expected)
+    assert not torch.equal(expected, (weight / rows[:, None]).round().clamp(low, high) * rows[:, None])
