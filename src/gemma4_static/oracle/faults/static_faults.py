@@ -110,7 +110,7 @@ class ScalesAlongTheInputs(StaticSchemePort):
             scales = weight.abs().amax(dim=1).clamp(min=1e-12) / high  # one per output row
             along = scales[torch.arange(weight.shape[1]) % weight.shape[0]]  # read by column
             fake = (weight / along).round().clamp(low, high) * along
-            site.quantized.data.copy_(fake.to(site.quantized.dtype))
+            site.quantized.data.copy_(fake)  # in its dtype
 
 
 class ZeroPointDropped(StaticSchemePort):

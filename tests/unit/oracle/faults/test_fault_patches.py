@@ -24,13 +24,14 @@ def test_k_cache_as_v_reads_the_keys_as_values_on_k_eq_v_layers_only():
     calls = []
 
     def project_kv(layer, normed, cos, sin):
-        calls.append((normed, cos, sin))
+        calls.append((layer, normed, cos, sin))
         return "key", "value"
 
     patched = _key_as_value(project_kv)
-    assert patched(SimpleNamespace(v_proj=None), 1, 2, 3) == ("key", "key")
-    assert patched(SimpleNamespace(v_proj=object()), 4, 5, 6) == ("key", "value")
-    assert calls == [(1, 2, 3), (4, 5, 6)]
+    k_eq_v, separate = SimpleNamespace(v_proj=None), SimpleNamespace(v_proj=object())
+    assert patched(k_eq_v, 1, 2, 3) == ("key", "key")
+    assert patched(separate, 4, 5, 6) == ("key", "value")
+    assert calls == [(k_eq_v, 1, 2, 3), (separate, 4, 5, 6)]
 
 
 def test_global_kv_heads_of_sliding_sizes_full_layers_only_with_the_sliding_count():
@@ -86,7 +87,8 @@ def test_down_proj_range_is_taken_from_its_layers_up_proj_after_calibration():
     calibrated = []
     patched = _down_proj_takes_up_proj_range(lambda self, run, *, unreached: calibrated.append((self, run, unreached)))
     patched(profile, "run", unreached="skip")
-    assert calibrated == [(profile, "run", "skip")]
+    patched(profile, "again")  # the profile's own default: an unreached site is an error
+    assert calibrated == [(profile, "run", "skip"), (profile, "again", "error")]
     copied = {site.name: site.activation.copied for site in sites if site.activation is not None}
     assert copied == {
         "layer 0 up_proj": None,
@@ -158,21 +160,22 @@ def test_calibrated_on_padding_observes_the_whole_static_buffer(monkeypatch):
     monkeypatch.setattr(static_faults.StaticSchemePort, "calibrate", lambda self, prompts: observed.extend(prompts))
     port = object.__new__(CalibratedOnPadding)
     port.inner, port.pad_token_id = SimpleNamespace(setup=SimpleNamespace(max_seq=8)), 2
-    prompt = Prompt(torch.tensor([[5, 6, 7], [8, 9, 3]]), torch.tensor([[1, 1, 1], [1, 1, 0]]))
-    port.calibrate([prompt])
+    ids = torch.tensor([[5, 6, 7], [8, 9, 3]], dtype=torch.int32)  # kept: not promoted to int64 by the padding
+    port.calibrate([Prompt(ids, torch.tensor([[1, 1, 1], [1, 1, 0]]))])
     (padded,) = observed
+    assert padded.input_ids.dtype == torch.int32
     assert padded.input_ids.tolist() == [[5, 6, 7, 2, 2, 2, 2], [8, 9, 2, 2, 2, 2, 2]]  # max_seq - 1 positions
     assert padded.attention_mask.tolist() == [[1] * 7, [1] * 7]  # the padding counted as tokens
 
 
 def test_scales_along_the_inputs_reads_each_rows_scale_by_column():
-    weight = torch.tensor([[1.0, -2.0, 0.5], [4.0, 1.0, -3.0]])
+    weight = torch.tensor([[1.0, -2.0, 0.5], [0.5, 0.25, -0.125]])  # a row's scale below 1 too
     site = SimpleNamespace(original=weight, quantized=torch.nn.Parameter(torch.zeros(2, 3)))
     port = object.__new__(ScalesAlongTheInputs)
     port.inner = SimpleNamespace(runtime=SimpleNamespace(quantization=SimpleNamespace(sites=[site])))
     port.after_calibration([])
     low, high = signed_range(8)
-    rows = torch.tensor([2.0, 4.0]) / high  # one scale per output row
+    rows = torch.tensor([2.0, 0.5]) / high  # one scale per output row
     along = rows[torch.tensor([0, 1, 0])]  # column j reads row j's scale (modulo the rows)
     expected = (weight / along).round().clamp(low, high) * along
     assert torch.equal(site.quantized.data, expected)
