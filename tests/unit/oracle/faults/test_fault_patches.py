@@ -169,14 +169,17 @@ def test_calibrated_on_padding_observes_the_whole_static_buffer(monkeypatch):
 
 
 def test_scales_along_the_inputs_reads_each_rows_scale_by_column():
-    weight = torch.tensor([[1.0, -2.0, 0.5], [0.5, 0.25, -0.125]])  # a row's scale below 1 too
-    site = SimpleNamespace(original=weight, quantized=torch.nn.Parameter(torch.zeros(2, 3)))
+    # a row's scale below 1 too; columns 1 and 3 read row 1's small scale: past the grid on both sides
+    weight = torch.tensor([[1.0, 2.0, 0.5, -2.0], [0.5, 0.25, -0.125, 0.1]])
+    site = SimpleNamespace(original=weight, quantized=torch.nn.Parameter(torch.zeros(2, 4)))
     port = object.__new__(ScalesAlongTheInputs)
     port.inner = SimpleNamespace(runtime=SimpleNamespace(quantization=SimpleNamespace(sites=[site])))
     port.after_calibration([])
     low, high = signed_range(8)
     rows = torch.tensor([2.0, 0.5]) / high  # one scale per output row
-    along = rows[torch.tensor([0, 1, 0])]  # column j reads row j's scale (modulo the rows)
-    expected = (weight / along).round().clamp(low, high) * along
+    along = rows[torch.tensor([0, 1, 0, 1])]  # column j reads row j's scale (modulo the rows)
+    steps = (weight / along).round()
+    assert steps.max() > high and steps.min() < low
+    expected = steps.clamp(low, high) * along
     assert torch.equal(site.quantized.data, expected)
     assert not torch.equal(expected, (weight / rows[:, None]).round().clamp(low, high) * rows[:, None])
