@@ -9,6 +9,7 @@ import os
 import sys
 import types
 from collections import Counter
+from collections.abc import Mapping
 from unittest import mock
 
 import pytest
@@ -52,8 +53,8 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 _found_clean: dict[str, tuple[tuple, tuple]] = {}  # each owner's names and values as last found clean
-_classes_of: dict[str, tuple[int, list[tuple[str, types.MappingProxyType]]]] = {}  # by namespace size
-_library_modules: tuple[int, list[tuple[str, types.ModuleType]]] = (0, [])  # by the size of sys.modules
+_classes_of: dict[str, list[tuple[str, type]]] = {}  # each module's classes when it was last found clean
+_library_modules: tuple[int, list[tuple[str, types.ModuleType]]] = (0, [])  # sys.modules' size, the modules
 
 
 def leaked_substitutes() -> list[str]:
@@ -61,45 +62,58 @@ def leaked_substitutes() -> list[str]:
     function or class defined in a test module. A patch undone by its test leaves none; a module
     imported *while* a name was patched keeps the substitute it imported (``from x import name``).
     An owner whose names are all still bound to the values it was found clean with is not looked at
-    again (run after every test, the scan would otherwise cost a few seconds of each worker's run)."""
+    again (run after every test, the scan would otherwise cost a few seconds of each worker's run);
+    a module's classes are looked for again whenever the module is."""
     leaked = []
-    for owner, names in _owners():
-        keys, values = _found_clean.get(owner, ((), ()))
-        unchanged = len(names) == len(keys) and all(map(operator.is_, names, keys))
-        if unchanged and all(map(operator.is_, names.values(), values)):
-            continue
-        found = [
-            f"{owner}.{name} = {value!r}"
-            for name, value in names.items()
-            if isinstance(value, mock.NonCallableMock) or _from_a_test(value)
-        ]
-        if found:
-            leaked += found
-        else:
-            _found_clean[owner] = (tuple(names), tuple(names.values()))
-    return leaked
-
-
-def _owners() -> list[tuple[str, dict]]:
-    """The library's modules' namespaces and those of the classes each defines (looked for again
-    when the module's namespace changes size)."""
-    global _library_modules
-    if _library_modules[0] != len(sys.modules):
-        modules = [(name, module) for name, module in list(sys.modules.items()) if name.startswith("gemma4_static")]
-        _library_modules = (len(sys.modules), [(name, module) for name, module in modules if module is not None])
-    owners = []
-    for module_name, module in _library_modules[1]:
+    for module_name, module in _modules():
         namespace = vars(module)
-        size, classes = _classes_of.get(module_name, (-1, []))
-        if size != len(namespace):
+        classes = _classes_of.get(module_name, [])
+        if not _unchanged(module_name, namespace):
+            found = _scanned(module_name, namespace)
             classes = [
-                (f"{module_name}.{name}", vars(value))
+                (name, value)
                 for name, value in namespace.items()
                 if isinstance(value, type) and value.__module__ == module_name
             ]
-            _classes_of[module_name] = (len(namespace), classes)
-        owners += [(module_name, namespace), *classes]
-    return owners
+            if found:
+                leaked += found
+            else:  # kept with the names found clean: the same namespace has the same classes
+                _classes_of[module_name] = classes
+        for name, cls in classes:
+            owner = f"{module_name}.{name}"
+            if not _unchanged(owner, vars(cls)):
+                leaked += _scanned(owner, vars(cls))
+    return leaked
+
+
+def _modules() -> list[tuple[str, types.ModuleType]]:
+    """The library's modules (looked for again when sys.modules changes size or holds another object
+    under a name found before: a module imported afresh)."""
+    global _library_modules
+    size, modules = _library_modules
+    if size != len(sys.modules) or not all(sys.modules.get(name) is module for name, module in modules):
+        found = [(name, module) for name, module in list(sys.modules.items()) if name.startswith("gemma4_static")]
+        _library_modules = (len(sys.modules), [(name, module) for name, module in found if module is not None])
+    return _library_modules[1]
+
+
+def _unchanged(owner: str, names: Mapping[str, object]) -> bool:
+    """Every name of ``owner`` still bound to the value it was found clean with (none added or dropped)."""
+    keys, values = _found_clean.get(owner, ((), ()))
+    same_names = len(names) == len(keys) and all(map(operator.is_, names, keys))
+    return same_names and all(map(operator.is_, names.values(), values))
+
+
+def _scanned(owner: str, names: Mapping[str, object]) -> list[str]:
+    """``owner``'s names bound to a test's substitute; none: its names are kept as found clean."""
+    found = [
+        f"{owner}.{name} = {value!r}"
+        for name, value in names.items()
+        if isinstance(value, mock.NonCallableMock) or _from_a_test(value)
+    ]
+    if not found:
+        _found_clean[owner] = (tuple(names), tuple(names.values()))
+    return found
 
 
 def _from_a_test(value) -> bool:

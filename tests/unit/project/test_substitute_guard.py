@@ -23,3 +23,16 @@ def test_the_guard_names_a_substitute_left_in_the_library_and_nothing_once_resto
         "gemma4_static.npu.ops.gelu_tanh",
     ]
     assert leaked_substitutes() == []
+
+
+def test_a_class_is_looked_at_again_after_its_module_held_a_substitute_for_it():
+    from gemma4_static.cpu import cache
+
+    assert leaked_substitutes() == []
+    with mock.patch.object(cache, "StaticKVCache", mock.Mock(name="cache class")):
+        assert [line.split(" = ")[0] for line in leaked_substitutes()] == ["gemma4_static.cpu.cache.StaticKVCache"]
+    with mock.patch.object(cache.StaticKVCache, "advance", _substitute):  # the class itself, restored
+        assert [line.split(" = ")[0] for line in leaked_substitutes()] == [
+            "gemma4_static.cpu.cache.StaticKVCache.advance"
+        ]
+    assert leaked_substitutes() == []
