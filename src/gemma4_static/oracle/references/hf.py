@@ -14,9 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import DynamicCache, Gemma4ForConditionalGeneration, GenerationConfig
-from transformers.masking_utils import create_masks_for_generate
-from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
 
 from ...spec import text_module
 from .recording import recorded
@@ -70,6 +67,9 @@ def hf_prefill_bool_masks(
     ``create_masks_for_generate`` (HF's vision-bidirectional path); otherwise through
     ``masking_utils.create_masks_for_generate``.
     """
+    from transformers import Gemma4ForConditionalGeneration
+    from transformers.masking_utils import create_masks_for_generate
+
     config, text = _with_attn_implementation(config, attn_implementation)
     batch, length = attention_mask.shape
     inputs_embeds = torch.zeros(batch, length, 1)
@@ -95,6 +95,9 @@ def hf_decode_visible_positions(
     layers keep only their last ``sliding_window - 1`` keys; each mask column is mapped back to its
     absolute position through the cache's ``(kv_length, kv_offset)``.
     """
+    from transformers import DynamicCache
+    from transformers.masking_utils import create_masks_for_generate
+
     config, text = _with_attn_implementation(config, attn_implementation)
     batch, total = attention_mask.shape
     past = total - 1
@@ -125,6 +128,8 @@ def hf_rope(
     config: Any, position_ids: torch.Tensor, *, dtype: torch.dtype = torch.float32
 ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """HF's ``Gemma4TextRotaryEmbedding`` output ``{layer_type: (cos, sin)}``, ``(B, S, head_dim)``."""
+    from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
+
     text = config.get_text_config()
     rotary = Gemma4TextRotaryEmbedding(text)
     probe = torch.zeros((), dtype=dtype)
@@ -237,6 +242,8 @@ def hf_greedy(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`hf_generate`'s tokens ``(B, T)`` and the logits ``(B, T, vocab)`` each token was chosen
     from (NaN after a stop at EOS): what the token rule needs to tell a decided step from a tie."""
+    from transformers import GenerationConfig
+
     pad = model.config.get_text_config().pad_token_id
     config = GenerationConfig(
         do_sample=False,

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers.masking_utils import create_bidirectional_mask
 
 from .hf import expand_hf_mask
 from .recording import recorded
@@ -50,6 +49,8 @@ def hf_vision_outputs(model: Any, pixel_values: torch.Tensor, image_position_ids
 @recorded
 def hf_vision_mask(model: Any, image_position_ids: torch.Tensor) -> torch.Tensor:
     """HF's encoder mask as a boolean ``(N, 1, P, P)`` pattern (``None`` = every key), ``True`` = allowed."""
+    from transformers.masking_utils import create_bidirectional_mask
+
     tower = model.model.vision_tower
     padding = (image_position_ids == -1).all(dim=-1)
     batch, patches = padding.shape

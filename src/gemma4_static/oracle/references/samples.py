@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 from PIL import Image
-from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
 
 from ...ports.images import ImageProfile
 from ...ports.prompt import Prompt
@@ -58,6 +57,8 @@ def processed_images(config, sizes: list[tuple[int, int]], *, seed: int = 0, pro
     """Seeded random RGB images of the given ``(height, width)`` sizes through HF's Gemma 4 PIL image
     processor at ``profile`` soft tokens: ``pixel_values (N, P, 3 p^2)``, ``image_position_ids
     (N, P, 2)`` and ``num_soft_tokens_per_image``."""
+    from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
+
     rng = np.random.default_rng(seed)
     images = [Image.fromarray(rng.integers(0, 256, (*size, 3), dtype=np.uint8)) for size in sizes]
     vision = config.vision_config
