@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 
 import pytest
-import torch
 
 from tests.package_copy import EXTENDED_PROBE, documented_example, package_copy, run_against
 from tests.suite import BUILDS
@@ -62,6 +61,8 @@ def vision_model(request: pytest.FixtureRequest):
 @pytest.fixture(scope="session")
 def saved_bfloat16(tiny_model, tmp_path_factory) -> Path:
     """The tiny model saved with ``save_pretrained`` in bfloat16, as every Gemma 4 checkpoint is stored."""
+    import torch  # here: the xdist controller, which loads this file too, imports no torch
+
     folder = tmp_path_factory.mktemp("tiny-bfloat16")
     copy.deepcopy(tiny_model).to(torch.bfloat16).save_pretrained(folder)
     return folder

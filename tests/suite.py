@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from unittest import mock
 
 import pytest
-import torch
 from hypothesis import HealthCheck, settings
 
 # Hypothesis profiles, selectable with --hypothesis-profile=NAME.
@@ -29,12 +28,16 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 # Under xdist every worker is its own process: one intra-op thread each keeps the workers from
 # oversubscribing the cores (with the default, two workers on two cores run slower than one).
+# The xdist controller runs no test: it imports no torch (about 1 s before the workers start).
 if os.environ.get("PYTEST_XDIST_WORKER"):
+    import torch
+
     torch.set_num_threads(1)
 
 BUILDS: Counter[str] = Counter()  # models built in this process (tests/conftest.py counts them)
 MEASUREMENTS: list[str] = []  # numbers a test reported (the ``report`` fixture)
 _worker_builds: dict[str, dict[str, int]] = {}
+_worker_kernels: dict[str, str] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -59,10 +62,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.set_threshold(20_000, 10, 10)
 
 
-def pytest_report_header(config: pytest.Config) -> str:
+def _runs_tests(config: pytest.Config) -> bool:
+    """An xdist worker, or a run without workers (not the controller, which runs no test)."""
+    return bool(os.environ.get("PYTEST_XDIST_WORKER")) or not getattr(config.option, "numprocesses", None)
+
+
+def _kernels() -> str:
     from gemma4_static.oracle.numerics.kernel_sets import active_kernels
 
-    return f"gemma4 kernels: {active_kernels()}"
+    return active_kernels()
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """The kernels of a run without workers; each worker's are in the terminal summary."""
+    return f"gemma4 kernels: {_kernels()}" if _runs_tests(config) else None
 
 
 _found_clean: dict[str, tuple[tuple, tuple]] = {}  # each owner's names and values as last found clean
@@ -149,6 +162,8 @@ def _no_substitute_outlives_its_test():
 @pytest.fixture(autouse=True)
 def _inference_only():
     """The suite never trains: HF oracles run without autograd, like the runtime."""
+    import torch
+
     with torch.no_grad():
         yield
 
@@ -170,11 +185,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if workeroutput is not None:  # an xdist worker: hand the numbers to the controller
         workeroutput["gemma4_builds"] = dict(BUILDS)
         workeroutput["gemma4_measurements"] = list(MEASUREMENTS)
+        workeroutput["gemma4_kernels"] = _kernels()
 
 
 def pytest_testnodedown(node, error) -> None:
     output = getattr(node, "workeroutput", {})
-    _worker_builds[node.workerinput["workerid"]] = output.get("gemma4_builds", {})
+    worker = node.workerinput["workerid"]
+    _worker_builds[worker] = output.get("gemma4_builds", {})
+    _worker_kernels[worker] = output.get("gemma4_kernels", "not reported")
     MEASUREMENTS.extend(output.get("gemma4_measurements", []))
 
 
@@ -189,3 +207,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
     for worker, builds in sorted(per_process.items()):
         counts = ", ".join(f"{name}={count}" for name, count in sorted(builds.items())) or "none"
         write(f"{worker}: {counts}")
+    if _worker_kernels:
+        terminalreporter.section("gemma4 kernels")
+        for worker, kernels in sorted(_worker_kernels.items()):
+            write(f"{worker}: {kernels}")

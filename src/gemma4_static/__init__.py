@@ -6,6 +6,7 @@ adapter) at the bottom, then the CPU side and the NPU stages, the stack, ``execu
 runtime, export, the ports, the oracle (HF as the reference) and the commands on top.
 """
 
+from importlib import import_module as _import_module
 from importlib import metadata as _metadata
 
 try:
@@ -13,37 +14,38 @@ try:
 except _metadata.PackageNotFoundError:  # a source tree that was never installed
     __version__ = "0+source"
 
-from .cpu.layout import StaticLayout
-from .cpu.masks import (
-    build_chunk_bool_masks,
-    build_chunk_masks,
-    build_decode_bool_masks,
-    build_decode_masks,
-    build_prefill_bool_masks,
-    build_prefill_masks,
-    to_additive,
-)
-from .cpu.prefill_masks import PrefillMaskBuffers
-from .cpu.rope import RopeTables, build_rope, inverse_frequencies
-from .runtime import StaticGemma4Runtime
-from .spec import FULL_ATTENTION, SLIDING_ATTENTION, TextConfigView, read_text_config
+# the public names and the module each comes from, imported when first asked for: importing the package
+# (its pytest plugin, registered for every pytest session of an environment that has it) costs no torch
+_HOMES = {
+    "StaticLayout": "cpu.layout",
+    "build_chunk_bool_masks": "cpu.masks",
+    "build_chunk_masks": "cpu.masks",
+    "build_decode_bool_masks": "cpu.masks",
+    "build_decode_masks": "cpu.masks",
+    "build_prefill_bool_masks": "cpu.masks",
+    "build_prefill_masks": "cpu.masks",
+    "to_additive": "cpu.masks",
+    "PrefillMaskBuffers": "cpu.prefill_masks",
+    "RopeTables": "cpu.rope",
+    "build_rope": "cpu.rope",
+    "inverse_frequencies": "cpu.rope",
+    "StaticGemma4Runtime": "runtime",
+    "FULL_ATTENTION": "spec",
+    "SLIDING_ATTENTION": "spec",
+    "TextConfigView": "spec",
+    "read_text_config": "spec",
+}
 
-__all__ = [
-    "FULL_ATTENTION",
-    "SLIDING_ATTENTION",
-    "PrefillMaskBuffers",
-    "RopeTables",
-    "StaticGemma4Runtime",
-    "StaticLayout",
-    "TextConfigView",
-    "build_chunk_bool_masks",
-    "build_chunk_masks",
-    "build_decode_bool_masks",
-    "build_decode_masks",
-    "build_prefill_bool_masks",
-    "build_prefill_masks",
-    "build_rope",
-    "inverse_frequencies",
-    "read_text_config",
-    "to_additive",
-]
+
+def __getattr__(name: str):
+    """A public name (:data:`__all__`) from its module, imported on first use."""
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(_import_module(f"{__name__}.{_HOMES[name]}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})
+
+
+__all__ = sorted(_HOMES)

@@ -25,8 +25,6 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import torch
-
 # Set in a process started under a kernel set, so that it can tell it already runs under one.
 MARKER = "GEMMA4_KERNEL_SET"
 
@@ -45,6 +43,8 @@ class KernelSet:
 
     def unsupported(self) -> str | None:
         """Why this machine cannot run the set (a missing CPU flag), or ``None``."""
+        import torch  # in each function: a process that only reads MARKER imports no torch (a test controller)
+
         capabilities = torch.cpu.get_capabilities()
         missing = [flag for flag in self.needs if not capabilities.get(flag)]
         if missing:
@@ -95,6 +95,8 @@ def kernel_set_named(name: str) -> KernelSet:
 def active_kernels() -> str:
     """What this process runs: the kernel set it was started under (if any), ATen's capability and
     the intra-op thread count, e.g. ``kernel set avx2, ATen AVX2, 1 thread``."""
+    import torch
+
     threads = torch.get_num_threads()
     started = os.environ.get(MARKER)
     prefix = f"kernel set {started}, " if started else ""
@@ -104,6 +106,8 @@ def active_kernels() -> str:
 def check_active(name: str) -> None:
     """``ValueError`` when this process does not run the kernels of set ``name`` (its ATen capability
     differs from the set's), e.g. a variable overridden or ignored."""
+    import torch
+
     kernel_set = kernel_set_named(name)
     capability = torch.backends.cpu.get_cpu_capability()
     if kernel_set.aten is not None and capability != kernel_set.aten:
