@@ -1,5 +1,6 @@
 """The architecture is enforced, not hoped for: the import-layer contracts in pyproject.toml hold,
-they fail on a deliberate violation, and importing the runtime imports neither HF nor pillow."""
+they fail on a deliberate violation, importing the runtime imports neither HF nor pillow, and the
+package's public names are loaded from their modules on first use."""
 
 from __future__ import annotations
 
@@ -116,6 +117,22 @@ def test_importing_the_runtime_imports_neither_hf_nor_pillow():
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     # Pillow: the verify extra's, imported with the oracle so that a missing extra is named at once
     assert result.stdout.splitlines() == ["[]", "['torch']", "['PIL', 'torch']"]
+
+
+def test_every_public_name_is_its_modules_own():
+    """The package's names, loaded on first use, are the objects their modules define, and a name it
+    does not have is an ``AttributeError`` naming it."""
+    import importlib
+
+    import gemma4_static
+
+    for name, home in gemma4_static._HOMES.items():
+        assert getattr(gemma4_static, name) is getattr(importlib.import_module(f"gemma4_static.{home}"), name)
+    assert sorted(gemma4_static.__all__) == sorted(gemma4_static._HOMES) and set(gemma4_static.__all__) <= set(
+        dir(gemma4_static)
+    )
+    with pytest.raises(AttributeError, match="module 'gemma4_static' has no attribute 'StaticRuntime'"):
+        gemma4_static.StaticRuntime  # noqa: B018
 
 
 @pytest.mark.filterwarnings("ignore:A test tried to use socket.socket")
