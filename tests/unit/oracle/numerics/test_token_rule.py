@@ -174,6 +174,7 @@ def test_each_gated_stage_of_an_integer_profile_is_judged_by_its_own_gate():
     gate = QUANT_GATES["a16w8"]
     assert [gate.sqnr_gate(stage) for stage in GATED_STAGES] == [38, 31, 32, 17, 12, 10, 9, 11]
     assert gate.sqnr_gate("fusion") == gate.sqnr_db == 9
+    assert gate.cosine_gate("fusion") == gate.cosine == pytest.approx(1 - 10 ** (-9 / 10) / 2)  # the floor's cosine
     reference = torch.linspace(-1, 1, 64, dtype=torch.float64)
     wobble = torch.cos(torch.arange(64, dtype=torch.float64))
     ours = reference + wobble * float(reference.norm() / wobble.norm()) * 10 ** (-20 / 20)  # SQNR 20 dB

@@ -184,3 +184,17 @@ def test_a_failures_detail_keeps_its_indentation_below_the_line():
     assert lines[0].startswith("FAIL  masks prefill") and lines[1:] == ["    q\\k 0 1", "      0 x .", "  Traceback"]
     passing = replace(failing, value=0.0, raised="")
     assert passing.status == "PASS" and "\n" not in format_row(passing)
+
+
+def test_the_coverage_names_each_kinds_stages_in_data_flow_order_when_it_counts_the_stages():
+    """Past ten stages the coverage counts them, then names the stages of each named kind it compared
+    (those alone, in the rows' order); a stage of a kind that compared nothing is not named."""
+    stages = [f"stage {index}" for index in range(8)] + ["masks decode", "vision inputs", "static inputs", "fusion"]
+    rows = [Row(stage, "c", "max abs diff", 0.0, 1.0, group="g") for stage in stages]
+    rows.append(Row("KV cache", "c", "max abs diff", math.nan, 1.0, skipped="not exposed", group="g"))
+    named = {"host side": ("static inputs", "masks decode", "KV cache"), "images": ("fusion", "vision inputs")}
+    verdict = Verdict.of(rows, num_layers=4, layers_compared=4, minimum={}, named=named)
+    expected = "12 stages (host side: masks decode, static inputs) (images: vision inputs, fusion); 1 of 1 check groups"
+    assert verdict.coverage() == f"4 of 4 layers, {expected}"
+    ten = Verdict.of(rows[2:], num_layers=0, layers_compared=0, minimum={}, named=named)  # named, so not again
+    assert ten.coverage() == f"{', '.join(stages[2:])}; 1 of 1 check groups"
