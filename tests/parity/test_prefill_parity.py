@@ -80,10 +80,15 @@ def test_fixed_slot_fusion_equals_masked_scatter(prefill_image_case):
 
 
 def _compare_prefill(model, runtime, outputs, hf, prompt, report, label: str) -> None:
-    """Each layer's output in order (a failure names the first to diverge), every producing layer's
-    K/V, and the last-token logits with their argmax."""
+    """Each layer's output in order, named by its layer (a failure names the first to diverge), every
+    producing layer's K/V, and the last-token logits with their argmax."""
     valid = prompt.attention_mask.bool()
-    _check(parity.hidden_state_rows(outputs.hidden_states, hf, valid, FP32), report, f"hidden states{label}")
+    states = parity.hidden_state_rows(outputs.hidden_states, hf, valid, FP32)
+    layers = [f"layer {index}" for index in range(model.config.get_text_config().num_hidden_layers)]
+    assert [row.check for row in states] == ["embeddings", *layers] and {row.stage for row in states} == {
+        "decoder layers"
+    }
+    _check(states, report, f"hidden states{label}")
     kv = parity.kv_rows(StaticRuntimePort.around(runtime, model.config), model, prompt, FP32)
     _check(kv, report, f"K/V of {len(kv) // 2} producing layers vs HF cache{label}")
     theirs = hf.logits[torch.arange(valid.shape[0]), prompt.last_index]

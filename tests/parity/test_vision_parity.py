@@ -169,3 +169,21 @@ def test_the_vision_checks_catch_porting_bugs(e2b_vision_model, monkeypatch, fau
     assert failed, "the injected bug went unnoticed"
     assert failed[0].check.startswith(first_failure), failed[0]
     assert rows[-1].failed  # and it reaches the soft tokens
+
+
+def test_one_mismatched_entry_of_the_encoder_mask_fails_its_row(e2b_vision_model, monkeypatch):
+    """The encoder mask is judged exactly: HF's answer with one entry flipped is one mismatch, a FAIL."""
+    from gemma4_static.oracle.checks import parity_vision
+
+    original = parity_vision.hf_vision_mask
+
+    def one_flipped(model, image_position_ids):
+        mask = original(model, image_position_ids).clone()
+        mask[0, 0, 0, -1] = ~mask[0, 0, 0, -1]
+        return mask
+
+    monkeypatch.setattr(parity_vision, "hf_vision_mask", one_flipped)
+    ids = processed_images(e2b_vision_model.config, IMAGE_SETS["mixed-aspect"], seed=3)["image_position_ids"]
+    mask_row = vision_input_rows(e2b_vision_model, ids, profile=70, dtype=FP32)[0]
+    assert mask_row.check == "encoder mask vs create_bidirectional_mask"
+    assert (mask_row.value, mask_row.tolerance, mask_row.status) == (1, 0.0, "FAIL")
