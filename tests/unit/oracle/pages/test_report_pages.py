@@ -492,3 +492,10 @@ def test_a_mask_diagram_without_its_keys_line_is_titled_by_its_rows_alone():
     failing = Row("masks prefill", "sliding_attention eager", "mismatched entries", 1, 0, detail, group="prefill-masks")
     page = verify_page(_document() | {"rows": [failing.as_dict()]})
     assert "<title>mask rows, keys</title>" in page
+
+
+def test_a_position_at_its_tolerance_passes_as_a_row_does():
+    """The per-position plot's points follow the rows' rule: an error equal to the tolerance passes."""
+    at, past = position_points([[0, 3], [1, 4]], [1e-3, 1.001e-3], 1e-3)
+    assert (at["status"], past["status"]) == ("PASS", "FAIL")
+    assert Row("s", "c", "max abs diff", 1e-3, 1e-3).status == "PASS"

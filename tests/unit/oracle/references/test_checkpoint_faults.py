@@ -33,7 +33,18 @@ def _truncate_weights(folder: Path) -> None:
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
 
 
+def _drop_a_tensor(folder: Path) -> None:
+    weights = folder / "model.safetensors"
+    tensors = load_file(weights)
+    tensors.pop(next(name for name in tensors if name.endswith("layers.0.input_layernorm.weight")))
+    save_file(tensors, weights, metadata={"format": "pt"})
+
+
 FAULTS = {
+    "a tensor missing": (
+        _drop_a_tensor,
+        r"its weights do not match its config: \{'missing_keys': \['model\.language_model\.layers\.0\.input_layernorm",
+    ),
     "truncated weights": (_truncate_weights, r"weights '.*model\.safetensors' cannot be read"),
     "another model type": (
         lambda folder: _edit_config(folder, lambda c: c.update(model_type="llama")),
@@ -108,3 +119,21 @@ def test_a_checkpoint_of_no_floating_tensor_is_a_clear_error(saved, tmp_path):
     save_file({"counts": torch.arange(4)}, str(folder / "model.safetensors"))
     with pytest.raises(ValueError, match=r"checkpoint '.*checkpoint' holds no floating-point tensor"):
         open_checkpoint(folder)
+
+
+def test_a_checkpoint_is_read_from_its_folder_alone(saved, monkeypatch):
+    """transformers is told to read the folder only (no hub lookup, whatever the environment says)."""
+    from gemma4_static.oracle.references import checkpoints
+
+    asked = []
+    real = checkpoints.model_class
+
+    class Spy:
+        @staticmethod
+        def from_pretrained(folder, **options):
+            asked.append(options)
+            return real(open_checkpoint(folder).config).from_pretrained(folder, **options)
+
+    monkeypatch.setattr(checkpoints, "model_class", lambda config: Spy)
+    load_checkpoint(saved)
+    assert [options["local_files_only"] for options in asked] == [True]
