@@ -192,3 +192,13 @@ def test_each_activation_range_is_judged_against_hfs_by_what_it_leaves_out_and_i
         1.1,
     )
     assert wider.value == pytest.approx(25.5 / 5) and wider.failed  # c: 0 to 5, not 1 to 5
+
+
+def test_the_weight_row_names_the_first_site_off_torchaos_weight():
+    """A site whose quantized weight differs from torchao's fails the row and is named first."""
+    (same, same_ref), (off, off_ref), (later, later_ref) = (_range_site(name, -1.0, 1.0) for name in "abc")
+    off.quantized = off.quantized + 1e-3
+    later.quantized = later.quantized - 2e-3
+    row = weight_row([same, off, later], {"a": same_ref, "b": off_ref, "c": later_ref})
+    assert row.check == "3 quantized weights vs torchao [first: b]" and row.failed
+    assert row.value == pytest.approx(2e-3, rel=1e-5)  # float32 weights
