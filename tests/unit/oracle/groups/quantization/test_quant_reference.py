@@ -202,3 +202,22 @@ def test_the_weight_row_names_the_first_site_off_torchaos_weight():
     row = weight_row([same, off, later], {"a": same_ref, "b": off_ref, "c": later_ref})
     assert row.check == "3 quantized weights vs torchao [first: b]" and row.failed
     assert row.value == pytest.approx(2e-3, rel=1e-5)  # float32 weights
+
+
+def test_a_ports_range_is_judged_in_steps_of_its_own_grid():
+    """A port's 8-bit range over [0, 25.5] has steps of 0.1 (255 of them): HF's values reaching -1.0
+    are 10 steps outside, less the float32 slack at HF's largest magnitude (25.5)."""
+    from gemma4_static.oracle.groups.quantization import port_range_rows
+
+    scheme = parse_scheme("a8w8")
+    port = SimpleNamespace(
+        observed_ranges=lambda: {"layer 0 q_proj": (0.0, 25.5)},
+        limits=SimpleNamespace(schemes=SimpleNamespace(recipe=lambda name: None)),
+    )
+    seen = SimpleNamespace(minimum=-1.0, maximum=25.5, observed=True)
+    hf_sites = {"layer 0 q_proj": SimpleNamespace(activation=seen)}
+    session = SimpleNamespace(port=port, scheme=scheme, sides=SchemeSides(None, hf_sites=hf_sites))
+    outside, wider = port_range_rows(session)
+    assert outside.check == "1 of its 1 calibrated ranges vs HF's [worst: layer 0 q_proj]"
+    assert outside.value == pytest.approx((1.0 - 2e-5 * 25.5) / 0.1, rel=1e-9) and outside.failed
+    assert wider.value == pytest.approx(25.5 / 26.5) and not wider.failed
