@@ -198,3 +198,14 @@ def test_the_coverage_names_each_kinds_stages_in_data_flow_order_when_it_counts_
     assert verdict.coverage() == f"4 of 4 layers, {expected}"
     ten = Verdict.of(rows[2:], num_layers=0, layers_compared=0, minimum={}, named=named)  # named, so not again
     assert ten.coverage() == f"{', '.join(stages[2:])}; 1 of 1 check groups"
+
+
+def test_a_row_line_says_its_gate_or_that_it_has_none():
+    """A gated row's line names its tolerance (or its floor, higher being better) and HF's own figure
+    where it has one; an ungated row's says it is not gated."""
+    lower = format_row(Row("decode steps", "c", "max abs diff", 1e-5, 2e-5))
+    assert lower.endswith("max abs diff = 1e-05 (tolerance 2e-05)")
+    higher = format_row(Row("layers", "c", "SQNR dB", 40.0, 31.0, higher_is_better=True, hf=42.5))
+    assert higher.endswith("SQNR dB = 40 (HF 42.5; gate >= 31)")
+    ungated = format_row(Row("generation", "c", "matched prefix", 15, -math.inf, higher_is_better=True))
+    assert ungated.startswith("INFO ") and ungated.endswith("matched prefix = 15 (not gated)")
