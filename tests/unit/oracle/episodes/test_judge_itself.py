@@ -173,6 +173,10 @@ def test_a_prompt_lengths_row_is_its_worst_case(worst_first):
     row = length_row(12, [bad, good] if worst_first else [good, bad], "schedules")
     assert row.status == "FAIL" and row.value == 2e-3 and row.tolerance == 5e-4
     assert row.check.endswith("[first: chunks of W [6, 6]: position 7]")
+    worse = (_case(12, "chunks of 4", (4, 4, 4)), Judgement(1e-3, 5e-4, 14, first="position 9"))
+    row = length_row(12, [bad, good, worse], "schedules")  # every failing case after the first: its detail
+    assert row.check.endswith("[first: chunks of W [6, 6]: position 7]")
+    assert row.detail == "chunks of 4 [4 x 3]: position 9" and row.value == 2e-3
     high, low = Scored(30.0, 32.0, 20.0, None), Scored(12.0, 31.0, 20.0, "position 3: 12.0 dB")
     results = [(bad[0], low), (good[0], high)] if worst_first else [(good[0], high), (bad[0], low)]
     row = sqnr_row(12, results, "schedules")
