@@ -24,6 +24,9 @@ def test_each_image_fills_its_slot_between_boi_and_eoi(tiny_model):
         assert torch.all(ids[slot : slot + 64] == config.image_token_id)
     images = ids == config.image_token_id
     assert int(images.sum()) == 128 and prompt.pixel_values.shape[0] == 2 and bool(prompt.attention_mask.all())
+    torch.manual_seed(12345)  # the text is the seed's alone, whatever the global generator holds
+    again, other = profile_prompt(config, PROFILE, 5), profile_prompt(config, PROFILE, 5, seed=1)
+    assert torch.equal(again.input_ids, prompt.input_ids) and not torch.equal(other.input_ids, prompt.input_ids)
 
 
 def test_a_profile_the_processor_does_not_give_is_refused(tiny_model):
