@@ -53,8 +53,11 @@ def test_a_declared_difference_passes_and_an_undeclared_one_fails(port, tiny_mod
         episode(machine, target.capacity)
         assert target.coverage["positions compared"] > 0
     else:
-        with pytest.raises(Divergence, match=re.escape(expected)):
+        with pytest.raises(Divergence, match=re.escape(expected)) as raised:
             episode(machine, target.capacity)
+        row = raised.value.row  # the report row a port's explain is asked about: logits by their error, else counted
+        metric = "max abs diff" if expected.startswith("logits") else "divergences"
+        assert (row.stage, row.metric, row.status) == ("fuzz", metric, "FAIL")
     target.close()
 
 
