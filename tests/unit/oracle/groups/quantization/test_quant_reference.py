@@ -99,7 +99,11 @@ def test_blocks_down_a_column_fail_the_reference_check():
     (fault,) = faults_named(["quant-groups-down-columns"])
     with fault.injected():
         ours = fake_quant.quantized_weight(WIDE, 4, 32)
+        square = torch.randn(64, 64, generator=torch.Generator().manual_seed(0))
+        down = fake_quant.quantized_weight(square, 4, 32)
     assert not torch.equal(ours, reference_weight(WIDE, 4, 32))
+    assert torch.equal(down, reference_weight(square.t().contiguous(), 4, 32).t())  # blocks of 32 down each column
+    assert not torch.equal(down, reference_weight(square.t().contiguous(), 4, None).t())  # not one per column
 
 
 def test_the_check_compares_something_or_fails():
