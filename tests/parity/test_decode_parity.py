@@ -161,3 +161,20 @@ def test_a_decode_mismatch_names_its_first_step(tiny_model):
             tiny_model, StaticRuntimePort.around(runtime, tiny_model.config), prompt, tokens, torch.float32
         )
     assert rows[0].check == "row 0 logits [first: step 3]" and rows[0].failed
+
+
+def test_decode_where_each_kv_head_serves_several_query_heads_matches_hf(moe_geometry_model, report):
+    """The 26B-A4B geometry's full layers: 8 query heads over 2 K/V heads, the one embedded model
+    where a decode step's grouping of query heads per K/V head could go wrong unseen (every other
+    has one K/V head, or one query head per K/V head). Same float32 tolerance as above."""
+    runtime = StaticGemma4Runtime(moe_geometry_model, max_seq=16, batch_size=2)
+    heads = {(layer.q_proj.out_features // layer.head_dim, layer.num_kv_heads) for layer in runtime.modules.layers}
+    assert (8, 2) in heads  # the case this test exists for
+    prompt = text_prompt(moe_geometry_model.config, [7, 4], seed=9)
+    vocab = moe_geometry_model.config.get_text_config().vocab_size
+    tokens = torch.randint(3, min(vocab, 400), (2, 4), generator=torch.Generator().manual_seed(2))
+    runtime.prefill(prompt.input_ids, prompt.attention_mask)
+    port = StaticRuntimePort.around(runtime, moe_geometry_model.config)
+    rows = parity.decode_rows(moe_geometry_model, port, prompt, tokens, torch.float32)
+    report(f"decode (26B-A4B geometry, 8 query heads over 2 K/V heads): max |diff| {rows[0].value:.3g}")
+    assert_rows_pass(rows)

@@ -1,6 +1,6 @@
 """Porting bugs of the rest of the family (see :mod:`.catalogue`): K = V attention on full layers,
-their own KV-head count, and the mixture-of-experts router. They show on a model with the feature
-(the 31B and 26B-A4B geometries); elsewhere they are n/a."""
+their own KV-head count (and the query heads each shares), and the mixture-of-experts router. They
+show on a model with the feature (the 31B and 26B-A4B geometries); elsewhere they are n/a."""
 
 from __future__ import annotations
 
@@ -38,6 +38,24 @@ def _sliding_kv_heads_everywhere(original: Callable) -> Callable:
     return read
 
 
+def _kv_heads_tiled_in_decode(original: Any) -> SimpleNamespace:
+    """``torch.nn.functional`` as the decoder sees it: a decode step's attention (its query heads
+    grouped per K/V head, no ``enable_gqa``) with K/V tiled across the heads (``repeat``, not
+    ``repeat_interleave``): query head ``h`` reads K/V head ``h % kv_heads``, not ``h // group``."""
+
+    def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        kv_heads, group = key.shape[1], query.shape[2]
+        if kwargs.get("enable_gqa") or kv_heads == 1:
+            return original.scaled_dot_product_attention(query, key, value, **kwargs)
+        heads = query.reshape(query.shape[0], kv_heads * group, 1, query.shape[-1])  # head h = j * group + i
+        tiled = original.scaled_dot_product_attention(
+            heads, key.repeat(1, group, 1, 1), value.repeat(1, group, 1, 1), **kwargs
+        )
+        return tiled.reshape(query.shape)
+
+    return SimpleNamespace(**{**vars(original), "scaled_dot_product_attention": attention})
+
+
 def _softmax_in_bf16(original: Any) -> SimpleNamespace:
     """``torch.nn.functional`` as the router sees it, its softmax computed in bfloat16."""
 
@@ -72,6 +90,13 @@ FAMILY_FAULTS: tuple[Fault, ...] = (
         needs_text="attention_k_eq_v",
         raises="a full layer's cache sized with the sliding layers' KV-head count does not fit the K/V its "
         "weights project: the cache write raises",
+    ),
+    Fault(
+        "decode-kv-heads-tiled",
+        "in decode, query head h attends K/V head h % kv_heads (K/V repeated, not repeat_interleaved), "
+        "not its own group's h // (heads / kv_heads)",
+        ((decoder, "F", _kv_heads_tiled_in_decode),),
+        needs_text="num_global_key_value_heads",  # full layers whose KV heads each serve several query heads
     ),
     Fault(
         "router-softmax-bf16",

@@ -8,9 +8,14 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import torch
+import torch.nn.functional as F
 
 from gemma4_static.oracle.faults import static_faults
-from gemma4_static.oracle.faults.catalogue_family import _key_as_value, _sliding_kv_heads_everywhere
+from gemma4_static.oracle.faults.catalogue_family import (
+    _key_as_value,
+    _kv_heads_tiled_in_decode,
+    _sliding_kv_heads_everywhere,
+)
 from gemma4_static.oracle.faults.catalogue_quant import _down_proj_takes_up_proj_range
 from gemma4_static.oracle.faults.fault_patches import never_restoring
 from gemma4_static.oracle.faults.port_faults import ChunkMaskOffset, RingSlotsLongChunk, WrappedRuntimePort
@@ -32,6 +37,29 @@ def test_k_cache_as_v_reads_the_keys_as_values_on_k_eq_v_layers_only():
     assert patched(k_eq_v, 1, 2, 3) == ("key", "key")
     assert patched(separate, 4, 5, 6) == ("key", "value")
     assert calls == [(k_eq_v, 1, 2, 3), (separate, 4, 5, 6)]
+
+
+def test_decode_kv_heads_tiled_gives_head_h_the_kv_head_h_mod_kv_heads_in_decode_only():
+    generator = torch.Generator().manual_seed(0)
+    query, key, value = (
+        torch.randn(shape, generator=generator) for shape in ((2, 2, 4, 8), (2, 2, 7, 8), (2, 2, 7, 8))
+    )
+    mask = torch.zeros(2, 1, 1, 7)
+    patched = _kv_heads_tiled_in_decode(F).scaled_dot_product_attention
+    heads, tiled = query.reshape(2, 8, 1, 8), torch.arange(8) % 2  # head h = j * 4 + i reads K/V head h % 2
+    expected = F.scaled_dot_product_attention(heads, key[:, tiled], value[:, tiled], attn_mask=mask, scale=1.0)
+    assert torch.equal(patched(query, key, value, attn_mask=mask, scale=1.0), expected.reshape(2, 2, 4, 8))
+    right = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=1.0)
+    assert not torch.allclose(expected.reshape(2, 2, 4, 8), right)
+    prefill = torch.randn(2, 4, 3, 8, generator=generator)  # with enable_gqa (not decode), one K/V head, one row
+    for args, options in (((prefill, key, value), {"enable_gqa": True}), ((query, key[:, :1], value[:, :1]), {})):
+        assert torch.equal(
+            patched(*args, scale=1.0, **options), F.scaled_dot_product_attention(*args, scale=1.0, **options)
+        )
+    single = query[:, :, :1]
+    assert torch.equal(
+        patched(single, key, value, scale=1.0), F.scaled_dot_product_attention(single, key, value, scale=1.0)
+    )
 
 
 def test_global_kv_heads_of_sliding_sizes_full_layers_only_with_the_sliding_count():
