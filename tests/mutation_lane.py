@@ -92,19 +92,9 @@ EQUIVALENT: dict[str, str] = {
         "zip's strict=None for True over the places and their errors: the one caller computes the errors"
         " from the same places, one each"
     ),
-    "gemma4_static.oracle.pages.svg.x_heat_map__mutmut_62": (
-        "a row's length label 8 pixels higher (y + size / 2 - 4 for + 4): the same label beside the same"
-        " row; appearance only"
-    ),
-    "gemma4_static.oracle.pages.svg.x_mask_image__mutmut_6": (
-        "a panel one pixel wider (columns * size + 25 for + 24; the picture's width follows): the same cells"
-        " and colours; appearance only"
-    ),
-    "gemma4_static.oracle.pages.svg.x_bar_chart__mutmut_45": (
-        "a bar one pixel thinner (row - 7 for row - 6): the same bars, lengths and numbers; appearance only"
-    ),
-    "gemma4_static.oracle.pages.svg.x_heat_map__mutmut_16": (
-        "cells of 31 pixels for 30 (the picture's size follows): the same cells, colours and symbols; appearance only"
+    "gemma4_static.oracle.faults.fault_patches.x_reusing_layers_over_the_cache__mutmut_66": (
+        "the reusing layers run in mode None for 'cache': both read the producer's cache; 'cache' only"
+        " attends over it in place (a reusing layer writes nothing), the same keys, values and masks"
     ),
 }
 KILLED = ("killed", "caught by type check")

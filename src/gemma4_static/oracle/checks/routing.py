@@ -206,7 +206,6 @@ class _HFPinner:
 
     def _after(self, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
         cache = getattr(output, "cache", None)
-        cache = getattr(output, "past_key_values", None) if cache is None else cache
         if cache is not None and self.pending:
             self.histories[id(cache)] = self.pending
 

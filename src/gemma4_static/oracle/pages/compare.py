@@ -66,6 +66,13 @@ class Comparison:
     def regressed(self) -> bool:
         return bool(self.regressions or self.regressed_stages)
 
+    @property
+    def verdict(self) -> str:
+        """The verdict's words, as the terminal's last line and the page's banner say them."""
+        if not self.regressed:
+            return "no regression"
+        return f"regressed: {counted(len(self.regressions), 'row')}, {counted(len(self.regressed_stages), 'stage')}"
+
     def of_kind(self, kind: str) -> list[Change]:
         """The changes of ``kind``, the largest loss (or gain) first."""
         chosen = [change for change in self.changes if change.kind == kind]
@@ -205,9 +212,12 @@ def summary_lines(comparison: Comparison, names: tuple[str, str]) -> list[str]:
             lines.append(f"rows {kind}: {len(changes)}")
             lines += [f"  {_line(change)}" for change in changes[:12]]
             lines += [f"  ... and {len(changes) - 12} more"] if len(changes) > 12 else []
-    rows, stages = len(comparison.regressions), len(comparison.regressed_stages)
-    verdict = f"regressed: {rows} rows, {stages} stages" if comparison.regressed else "no regression"
-    return [*lines, f"compare: {verdict} (exit {int(comparison.regressed)})"]
+    return [*lines, f"compare: {comparison.verdict} (exit {int(comparison.regressed)})"]
+
+
+def counted(count: int, noun: str) -> str:
+    """``count`` with ``noun``, plural unless one: ``1 row``, ``2 rows``, ``0 rows``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _line(change: Change) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from .compare import KINDS, Change, Comparison, error_text
+from .compare import KINDS, Change, Comparison, counted, error_text
 from .layout import badge, gate_text, number, page, provenance, table
 
 
@@ -15,12 +15,10 @@ def compare_page(comparison: Comparison, names: tuple[str, str]) -> str:
     """The page of ``comparison`` between the reports called ``names`` (A, B)."""
     a, b = comparison.a, comparison.b
     title = f"gemma4-static compare: {names[0]} vs {names[1]}"
-    rows, stages = len(comparison.regressions), len(comparison.regressed_stages)
     state = "failed" if comparison.regressed else "passed"
-    verdict = f"regressed: {rows} rows, {stages} stages" if comparison.regressed else "no regression"
     parts = [
         f"<header><h1>{escape(title)}</h1>",
-        f'<p class="verdict {state}" id="verdict">{escape(verdict)} (exit {int(comparison.regressed)}; '
+        f'<p class="verdict {state}" id="verdict">{escape(comparison.verdict)} (exit {int(comparison.regressed)}; '
         f"threshold {comparison.threshold_db:g} dB)</p>",
         _runs(a, b, names),
         "</header>",
@@ -77,7 +75,7 @@ def _changes(kind: str, changes: list[Change]) -> str:
     }
     css = css.get(kind, "new")
     return (
-        f'<section id="kind-{kind.replace(" ", "-")}"><h2>{badge(kind, css)} {len(changes)} rows</h2>'
+        f'<section id="kind-{kind.replace(" ", "-")}"><h2>{badge(kind, css)} {counted(len(changes), "row")}</h2>'
         f"{table(['stage', 'case', 'metric~', 'A', 'B', 'B lost'], body)}</section>"
     )
 

@@ -47,13 +47,13 @@ def test_one_recording_answers_the_fault_free_run_and_every_fault(tiny_model, mo
 @pytest.mark.parametrize(
     ("moe", "quant", "why"),
     [
-        (False, "a8w8", "an integer profile is judged live"),
-        (True, None, "a mixture-of-experts model is judged live"),
+        (False, "a8w8", "quant 'a8w8': an integer profile is judged live (its HF side is calibrated in the run)"),
+        (True, None, "a mixture-of-experts model is judged live: HF is pinned at the port's routing ties"),
     ],
 )
 def test_answers_that_depend_on_the_run_are_asked_live(moe, quant, why, monkeypatch):
     model = SimpleNamespace(config=SimpleNamespace(get_text_config=lambda: SimpleNamespace(enable_moe_block=moe)))
-    assert why in judged_live(model, quant)
+    assert judged_live(model, quant) == why
     active = _verifications(monkeypatch)
     self_test.run_self_test(model, VerifyOptions(quant=quant), faults=())
     assert len(active) == 1 and active[0] is None

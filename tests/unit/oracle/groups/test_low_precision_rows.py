@@ -6,11 +6,13 @@ the generation row by its decided divergences."""
 
 from __future__ import annotations
 
+import jsonschema
 import pytest
 import torch
 
 from gemma4_static.oracle.flow.verify import verify
 from gemma4_static.oracle.options import VerifyOptions
+from gemma4_static.oracle.results.report_json import schema
 from gemma4_static.oracle.session.sample_plan import sample_prompt
 from gemma4_static.ports.static import StaticRuntimePort
 
@@ -47,6 +49,16 @@ def test_each_low_precision_row_is_under_its_check_and_passes(bf16_rows):
     assert matched.value == STEPS  # every token of the port's generation compared
 
 
+def test_every_row_is_a_row_of_the_reports_schema(bf16_rows):
+    """As ``verify --json`` writes it: the rows only a low-precision profile has (the margins, the
+    token rule, the sample's top-2 gaps) included."""
+    row_schema = {"$defs": schema()["$defs"], "$ref": "#/$defs/row"}
+    for row in bf16_rows:
+        jsonschema.validate(row.as_dict(), row_schema)
+    (gaps,) = [row for row in bf16_rows if row.metric.startswith("smallest gap")]
+    assert gaps.higher_is_better and gaps.status == "INFO"  # a wider gap is better; reported, not gated
+
+
 def test_the_token_rule_names_every_valid_position_it_counted(bf16_rows, tiny_model):
     valid = int(sample_prompt(tiny_model.config, StaticRuntimePort.limits).attention_mask.sum())
     token_rows = [row for row in bf16_rows if row.stage == "prefill logits" and "valid position" in row.check]
@@ -76,5 +88,23 @@ def test_a_port_leaving_float64s_greedy_tokens_fails_the_generation_row(tiny_mod
 def test_the_image_stages_a_port_does_not_expose_are_skip_rows_under_their_checks(tiny_model):
     port = "tests.unit.ports.port_adapters:WrappedWithImages"
     options = VerifyOptions(port=port, dtype=torch.bfloat16, groups=("inputs",))
-    skipped = [(row.stage, row.check) for row in verify(tiny_model, options).rows if row.status == "SKIP"]
-    assert skipped[-3:] == [("PLE", "vs float64"), ("vision prefill", "soft tokens"), ("fusion", "vs masked_scatter")]
+    skipped = [(row.stage, row.check, row.skipped) for row in verify(tiny_model, options).rows if row.status == "SKIP"]
+    assert skipped[-3:] == [
+        ("PLE", "vs float64", "wrapped with images does not expose per-layer inputs"),
+        ("vision prefill", "soft tokens", "wrapped with images does not expose soft tokens"),
+        (
+            "fusion",
+            "vs masked_scatter",
+            "wrapped with images is another port: a check of this project's runtime internals",
+        ),
+    ]
+
+
+def test_each_input_stage_is_measured_against_float64_under_its_check(tiny_model):
+    """This runtime's ``inputs`` group in bfloat16: every stage it exposes, under the check that names
+    what it is compared with (the static inputs and the fusion exactly, the rest against float64)."""
+    rows = verify(tiny_model, VerifyOptions(dtype=torch.bfloat16, groups=("inputs",))).rows
+    assert {row.status for row in rows} == {"PASS", "INFO"}
+    measured = {(row.stage, row.check) for row in rows if row.metric in SQNR_ROWS}
+    assert measured == {("token embedding", "vs float64"), ("PLE", "vs float64"), ("vision prefill", "soft tokens")}
+    assert all([row.metric for row in rows if (row.stage, row.check) == case] == list(SQNR_ROWS) for case in measured)

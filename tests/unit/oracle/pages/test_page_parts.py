@@ -12,7 +12,7 @@ from gemma4_static.oracle.pages.compare import Change
 from gemma4_static.oracle.pages.compare_page import _change, _changes, _runs
 from gemma4_static.oracle.pages.layout import gate_text, provenance
 from gemma4_static.oracle.pages.verify_page import _notes
-from tests.unit.oracle.pages.test_report_pages import RUN
+from tests.unit.oracle.pages.synthetic_reports import RUN
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,6 @@ from html.parser import HTMLParser
 import pytest
 
 from gemma4_static.commands import cli
-from gemma4_static.oracle.flow.verify import MINIMUM, NAMED
 from gemma4_static.oracle.pages.compare import (
     KINDS,
     case_of,
@@ -25,23 +24,16 @@ from gemma4_static.oracle.pages.compare import (
 )
 from gemma4_static.oracle.pages.compare_page import compare_page
 from gemma4_static.oracle.pages.verify_page import verify_page
-from gemma4_static.oracle.results.diagrams import mask_diagram
 from gemma4_static.oracle.results.figures import grid_cell, layer_points, position_points, relative_to_gate
 from gemma4_static.oracle.results.report import Row
-from gemma4_static.oracle.results.report_json import report_document
-from gemma4_static.oracle.results.verdict import Verdict
-
-RUN = {
-    "port": {"name": "my-npu", "version": "0.1"},
-    "model": "tiny",
-    "profile": "float32",
-    "backend": "torch",
-    "kernel_set": "ATen AVX2",
-    "versions": {"python": "3.11", "gemma4-static": "0.1.0", "torch": "2.13", "transformers": "5.24"},
-    "cpu": {"name": "test CPU", "aten_capability": "AVX2", "flags": []},
-    "seeds": {"sample prompt": 0},
-    "date": "2026-12-03T10:00:00+00:00",
-}
+from tests.unit.oracle.pages.synthetic_reports import (
+    AFTER,
+    BEFORE,
+    mask_detail,
+    report_row,
+    synthetic_document,
+    synthetic_report,
+)
 
 
 class Elements(HTMLParser):
@@ -61,54 +53,8 @@ class Elements(HTMLParser):
         ]
 
 
-def _mask_detail() -> str:
-    import torch
-
-    ours = torch.tril(torch.ones(1, 1, 4, 4, dtype=torch.bool))
-    theirs = ours.clone()
-    theirs[0, 0, 3, 0] = False  # a window one key shorter
-    return mask_diagram(ours, theirs, torch.ones(1, 4, dtype=torch.bool), "masks prefill sliding_attention")
-
-
-def _document(*, failing: bool = True, incomplete: str | None = None) -> dict:
-    rows = [
-        Row("masks prefill", "full_attention eager", "mismatched entries", 0, 0, group="prefill-masks"),
-        Row(
-            "masks prefill",
-            "sliding_attention eager <script>",
-            "mismatched entries",
-            1 if failing else 0,
-            0,
-            detail=_mask_detail() if failing else "",
-            group="prefill-masks",
-        ),
-        Row("decoder layers", "layers 0-4 hidden states", "max abs diff", 2e-5, 1e-4, group="layers"),
-        Row("prefill logits", "placeholders", "max abs diff", 27.0, 5e-4, expected="documented", group="decode"),
-        Row("decode steps", "1 rows x 15 steps", "max abs diff", math.nan, 5e-4, group="decode"),
-        Row("generation", "matched prefix", "matched prefix", 15, math.inf, group="decode"),
-        Row("export", "the rest of this group", "not checked", math.nan, math.nan, skipped="no export", group="export"),
-    ]
-    figures = {
-        "layers": layer_points(
-            [[Row("decoder layers", f"layer {i}", "max abs diff", 1e-5 * i, 1e-4)] for i in range(5)]
-        ),
-        "positions": position_points([[0, 0], [0, 1], [1, 0]], [1e-5, 2e-3, 0.0], 1e-3),
-        "grid": [
-            grid_cell(5, "policy", "[5]", "pass", value=1e-5, tolerance=5e-4),
-            grid_cell(5, "chunks of 1", "[1 x 5]", "fail", value=1e-2, tolerance=5e-4, first="position 3"),
-            grid_cell(7, "policy", "[7]", "raised", first="IndexError: out of range"),
-            grid_cell(7, "chunks of 1", "[1 x 7]", "refused"),
-            grid_cell(7, "chunks of 2W", "[12]", "over budget"),
-        ],
-    }
-    extra = {"figures": figures} | ({"incomplete": incomplete} if incomplete else {})
-    return report_document(
-        Verdict.of(rows, num_layers=10, layers_compared=10, minimum=MINIMUM, named=NAMED), RUN, extra
-    )
-
-
 def test_the_page_holds_every_row_with_its_status_and_the_counts_of_the_json():
-    document = _document()
+    document = synthetic_document()
     page = verify_page(document)
     elements = Elements(page)
     for status, count in document["counts"].items():
@@ -120,7 +66,7 @@ def test_the_page_holds_every_row_with_its_status_and_the_counts_of_the_json():
 
 
 def test_the_first_divergence_is_the_first_failing_row_and_is_linked():
-    document = _document()
+    document = synthetic_document()
     elements = Elements(verify_page(document))
     (first,) = elements.having("tr", id="first-divergence")
     assert first["data-status"] == "FAIL" and elements.having("a", href="#first-divergence")
@@ -128,12 +74,14 @@ def test_the_first_divergence_is_the_first_failing_row_and_is_linked():
     assert rows.index(first) == next(i for i, row in enumerate(document["rows"]) if row["status"] == "FAIL")
     page = verify_page(document)
     assert page.count("<b>(first divergence)</b>") == 1  # the row's words, as the terminal's marker says them
-    passing = verify_page(_document(failing=False) | {"rows": [r for r in document["rows"] if r["status"] != "FAIL"]})
+    passing = verify_page(
+        synthetic_document(failing=False) | {"rows": [r for r in document["rows"] if r["status"] != "FAIL"]}
+    )
     assert 'id="first-divergence"' not in passing and "No row failed." in passing
 
 
 def test_the_pictures_draw_the_figures_and_the_failing_mask():
-    page = verify_page(_document())
+    page = verify_page(synthetic_document())
     elements = Elements(page)
     cells = elements.having("g", **{"class": "cell"})
     assert [cell["data-outcome"] for cell in cells] == ["pass", "fail", "raised", "refused", "over budget"]
@@ -144,19 +92,19 @@ def test_the_pictures_draw_the_figures_and_the_failing_mask():
 
 
 def test_the_page_is_self_contained():
-    page = verify_page(_document())
+    page = verify_page(synthetic_document())
     assert not re.search(r"""(src|href)=["'](?!#)""", page), "only anchors inside the page are linked"
     assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "") and "https://" not in page
     assert "@import" not in page and "url(" not in page
 
 
 def test_the_verdict_reads_as_the_terminals_last_line():
-    nothing = _document(failing=False) | {"exit_code": 5, "passed": False, "missing": ["decode steps"]}
+    nothing = synthetic_document(failing=False) | {"exit_code": 5, "passed": False, "missing": ["decode steps"]}
     assert 'id="verdict">verdict: nothing failed, but decode steps not compared (exit 5)<' in verify_page(nothing)
 
 
 def test_an_interrupted_run_says_so_on_top():
-    page = verify_page(_document(incomplete="interrupted after 7 rows"))
+    page = verify_page(synthetic_document(incomplete="interrupted after 7 rows"))
     assert 'id="incomplete">incomplete: interrupted after 7 rows<' in page
 
 
@@ -165,34 +113,6 @@ def test_a_grid_cell_names_its_outcome():
         grid_cell(1, "policy", "[1]", "skipped")
     assert relative_to_gate(20.0, 26.0, True) == pytest.approx(2.0, rel=3e-3)  # 6 dB below the gate: twice the error
     assert relative_to_gate(1e-4, 5e-4, False) == pytest.approx(0.2) and relative_to_gate(math.nan, 1.0, False) is None
-
-
-def _row(stage: str, check: str, metric: str, value: float, tolerance: float, status: str, **more) -> dict:
-    return {"stage": stage, "check": check, "metric": metric, "value": value, "tolerance": tolerance,
-            "status": status, "higher_is_better": False, **more}  # fmt: skip
-
-
-def _report(rows: list[dict]) -> dict:
-    counts = {
-        status: sum(row["status"] == status for row in rows) for status in ("PASS", "FAIL", "XFAIL", "SKIP", "INFO")
-    }
-    return {"schema_version": 1, "model": "tiny", "passed": True, "exit_code": 0, "metadata": RUN, "rows": rows,
-            "counts": counts}  # fmt: skip
-
-
-BEFORE = _report([
-    _row("decode steps", "1 rows x 15 steps", "max abs diff", 1e-4, 5e-4, "PASS"),
-    _row("schedules", "prompt 7: 5 schedules, 2 decode steps", "max abs diff", 1e-4, 5e-4, "PASS"),
-    _row("layers", "SQNR", "SQNR dB", 40.0, 30.0, "PASS", higher_is_better=True),
-    _row("masks", "sliding", "mismatched entries", 0, 0, "PASS"),
-])  # fmt: skip
-AFTER = _report([
-    _row("decode steps", "1 rows x 15 steps [first: step 3]", "max abs diff", 2e-4, 5e-4, "PASS"),
-    _row("schedules", "prompt 7: 3 schedules, 2 decode steps", "max abs diff", 1e-4, 5e-4, "PASS"),
-    _row("layers", "SQNR", "SQNR dB", 37.0, 30.0, "PASS", higher_is_better=True),
-    _row("masks", "sliding [first: row 2]", "mismatched entries", 4, 0, "FAIL"),
-    _row("RoPE", "full", "max abs diff", 0.0, 2.5e-7, "PASS"),
-])  # fmt: skip
 
 
 def test_compare_matches_rows_by_stage_case_and_metric_and_measures_the_loss_in_db():
@@ -208,10 +128,10 @@ def test_compare_matches_rows_by_stage_case_and_metric_and_measures_the_loss_in_
 
 
 def test_compare_severity_reads_each_metric_as_an_error_relative_to_its_gate():
-    assert severity(_row("s", "c", "cosine", 0.99, 0.9, "PASS", higher_is_better=True)) == pytest.approx(0.1)
-    assert severity(_row("s", "c", "matched prefix", 15, None, "INFO")) is None  # a count, not an error
-    assert severity(_row("s", "c", "max abs error", 0.5, None, "INFO")) == 0.5
-    assert severity(_row("s", "c", "not checked", None, None, "SKIP")) is None
+    assert severity(report_row("s", "c", "cosine", 0.99, 0.9, "PASS", higher_is_better=True)) == pytest.approx(0.1)
+    assert severity(report_row("s", "c", "matched prefix", 15, None, "INFO")) is None  # a count, not an error
+    assert severity(report_row("s", "c", "max abs error", 0.5, None, "INFO")) == 0.5
+    assert severity(report_row("s", "c", "not checked", None, None, "SKIP")) is None
 
 
 def test_compare_command_exit_codes_and_page(tmp_path, capsys):
@@ -220,7 +140,7 @@ def test_compare_command_exit_codes_and_page(tmp_path, capsys):
     after.write_text(json.dumps(AFTER))
     assert cli.main(["compare", str(before), str(after), "--html", str(page)]) == 1
     printed = capsys.readouterr().out
-    assert "rows newly failing: 1" in printed and "compare: regressed: 2 rows, 1 stages (exit 1)" in printed
+    assert "rows newly failing: 1" in printed and "compare: regressed: 2 rows, 1 stage (exit 1)" in printed
     elements = Elements(page.read_text())
     assert len(elements.having("tr", **{"data-kind": "newly failing"})) == 1
     assert cli.main(["compare", str(before), str(before)]) == 0
@@ -276,7 +196,7 @@ def test_the_plugin_writes_its_page_with_the_fuzzers_shards(pytester, tmp_path):
 def test_a_fuzz_shard_links_its_reproduction():
     shard = {"shard": 0, "examples": 4, "seconds": 2.0, "failure": "logits leave HF's at step 2", "expected": None,
              "reproduction": "/tmp/repro/reproduce.py"}  # fmt: skip
-    page = verify_page(_document() | {"fuzz": [shard]})
+    page = verify_page(synthetic_document() | {"fuzz": [shard]})
     (row,) = Elements(page).having("tr", **{"data-fuzz": "FAIL"})
     assert row is not None and Elements(page).having("a", href="file:///tmp/repro/reproduce.py")
     fuzz = page.split('<section id="fuzz">')[1].split("</section>")[0]
@@ -290,7 +210,7 @@ def test_the_sensitivity_chart_has_a_bar_per_group():
         {"group": name, "kl_mean": kl} for name, kl in (("layer 0", 0.003), ("vision", 0.002), ("lm_head", 0.001))
     ]
     sweep = {"scheme": "a16w8", "baseline": {"kl_mean": 0.005}, "ranked": {"only": groups, "all but": groups}}
-    page = verify_page(_document() | {"sensitivity": sweep})
+    page = verify_page(synthetic_document() | {"sensitivity": sweep})
     assert page.count('class="bar"') == 3 and "<title>layer 0: 0.003</title>" in page
     chart = page.split('<section id="sensitivity">')[1]
     assert re.search(r'<line x1="([\d.]+)" x2="\1" [^>]*class="gate"/>', chart)  # every group quantized, dashed
@@ -298,7 +218,7 @@ def test_the_sensitivity_chart_has_a_bar_per_group():
 
 def _one(status: str | None, value=None, *, metric="max abs diff", tolerance=1e-4, **more) -> list[dict]:
     """A report's rows: one row of stage ``s``, case ``c`` (none where ``status`` is ``None``)."""
-    return [] if status is None else [_row("s", "c", metric, value, tolerance, status, **more)]
+    return [] if status is None else [report_row("s", "c", metric, value, tolerance, status, **more)]
 
 
 INFO = {"tolerance": None}
@@ -329,7 +249,7 @@ KIND_CASES = [  # (A's row, B's row, the kind, B's loss in dB or None, a regress
 def test_compare_judges_every_kind_of_row_pair(a, b, kind, loss, regression):
     """Every kind of change (INFO rows whose value is an error, counts that are not, ungated and SKIP
     rows included): its kind, B's loss in dB, and whether it regresses at 6 dB."""
-    comparison = compare_reports(_report(a), _report(b), threshold_db=6.0)
+    comparison = compare_reports(synthetic_report(a), synthetic_report(b), threshold_db=6.0)
     (change,) = comparison.changes
     assert change.kind == kind and (
         change.loss_db is None if loss is None else change.loss_db == pytest.approx(loss, abs=0.01)
@@ -339,18 +259,18 @@ def test_compare_judges_every_kind_of_row_pair(a, b, kind, loss, regression):
 
 
 def test_a_stages_largest_error_reads_info_errors_and_leaves_out_documented_divergences():
-    a = _report(
+    a = synthetic_report(
         [
             *_one("PASS", 1e-5),
-            _row("s", "d", "max abs error", 2e-3, None, "INFO"),
-            _row("t", "c", "max abs diff", 1.0, 1e-4, "XFAIL", expected="known"),
+            report_row("s", "d", "max abs error", 2e-3, None, "INFO"),
+            report_row("t", "c", "max abs diff", 1.0, 1e-4, "XFAIL", expected="known"),
         ]
     )
-    b = _report(
+    b = synthetic_report(
         [
             *_one("PASS", 1e-5),
-            _row("s", "d", "max abs error", 8e-3, None, "INFO"),
-            _row("t", "c", "max abs diff", 9.0, 1e-4, "XFAIL", expected="known"),
+            report_row("s", "d", "max abs error", 8e-3, None, "INFO"),
+            report_row("t", "c", "max abs diff", 9.0, 1e-4, "XFAIL", expected="known"),
         ]
     )
     (loss,) = compare_reports(a, b).stage_losses()
@@ -374,15 +294,17 @@ def test_a_rows_case_is_its_check_without_what_a_run_varies():
 
 
 def test_severity_of_a_row_that_compared_nothing_is_none():
-    assert severity(_row("s", "c", "max abs diff", 0.5, 1.0, "SKIP", skipped="why")) is None  # a value, but skipped
-    assert severity(_row("s", "c", "max abs diff", None, 1.0, "FAIL")) is None  # a number that is not one
+    assert (
+        severity(report_row("s", "c", "max abs diff", 0.5, 1.0, "SKIP", skipped="why")) is None
+    )  # a value, but skipped
+    assert severity(report_row("s", "c", "max abs diff", None, 1.0, "FAIL")) is None  # a number that is not one
 
 
 def test_each_change_keeps_both_rows_and_its_kind_at_the_half_db_edge():
     a, b = _one("PASS", 1e-5), _one("PASS", 1e-5 * 10 ** (0.6 / 20))
-    (change,) = compare_reports(_report(a), _report(b)).changes
+    (change,) = compare_reports(synthetic_report(a), synthetic_report(b)).changes
     assert change.kind == "worse" and change.loss_db == pytest.approx(0.6) and (change.a, change.b) == (a[0], b[0])
-    (back,) = compare_reports(_report(b), _report(a)).changes
+    (back,) = compare_reports(synthetic_report(b), synthetic_report(a)).changes
     assert back.kind == "better" and back.loss_db == pytest.approx(-0.6)
 
 
@@ -392,29 +314,35 @@ def test_a_threshold_of_zero_is_a_threshold():
 
 
 def test_a_stages_largest_error_is_over_all_its_rows_failing_ones_included():
-    a = _report(
-        [_row("s", "c", "max abs diff", 3e-3, 1e-4, "FAIL"), _row("s", "d", "max abs diff", 1e-3, 1e-4, "FAIL")]
+    a = synthetic_report(
+        [
+            report_row("s", "c", "max abs diff", 3e-3, 1e-4, "FAIL"),
+            report_row("s", "d", "max abs diff", 1e-3, 1e-4, "FAIL"),
+        ]
     )
-    b = _report(
-        [_row("s", "c", "max abs diff", 1e-3, 1e-4, "FAIL"), _row("s", "d", "max abs diff", 1e-3, 1e-4, "FAIL")]
+    b = synthetic_report(
+        [
+            report_row("s", "c", "max abs diff", 1e-3, 1e-4, "FAIL"),
+            report_row("s", "d", "max abs diff", 1e-3, 1e-4, "FAIL"),
+        ]
     )
     (loss,) = compare_reports(a, b).stage_losses()
     assert (loss.a_error, loss.b_error) == (3e-3, 1e-3)
 
 
 def test_the_terminal_summary_line_by_line():
-    a = _report(
+    a = synthetic_report(
         [
             *_one("PASS", 1e-5),
-            _row("t", "d", "matched prefix", 15, None, "INFO"),
-            _row("u", "e", "max abs diff", 1e-5, 1e-4, "PASS"),
+            report_row("t", "d", "matched prefix", 15, None, "INFO"),
+            report_row("u", "e", "max abs diff", 1e-5, 1e-4, "PASS"),
         ]
     )
-    b = _report(
+    b = synthetic_report(
         [
             *_one("FAIL", 1e-3),
-            _row("t", "d", "matched prefix", 9, None, "INFO"),
-            _row("u", "e", "max abs diff", 1.2e-5, 1e-4, "PASS"),
+            report_row("t", "d", "matched prefix", 9, None, "INFO"),
+            report_row("u", "e", "max abs diff", 1.2e-5, 1e-4, "PASS"),
         ]
     )
     lines = summary_lines(compare_reports(a, b, threshold_db=6.0), ("a.json", "b.json"))
@@ -427,31 +355,31 @@ def test_the_terminal_summary_line_by_line():
         "  +40.0 dB PASS -> FAIL   s: c (max abs diff)",
         "rows worse: 1",
         "  +1.6 dB PASS -> PASS   u: e (max abs diff)",
-        "compare: regressed: 1 rows, 1 stages (exit 1)",
+        "compare: regressed: 1 row, 1 stage (exit 1)",
     ]
     assert error_text(1e-6) == "<= 1e-06" and error_text(5e-7) == "<= 1e-06" and error_text(2e-6) == "2e-06"
 
 
 def test_the_of_kind_order_is_the_largest_change_first_a_row_without_a_loss_last():
-    rows_a = [_row("s", c, "max abs diff", 1e-5, 1e-4, "PASS") for c in "xyz"] + [
-        _row("m", "p", "matched prefix", 5, None, "INFO")
+    rows_a = [report_row("s", c, "max abs diff", 1e-5, 1e-4, "PASS") for c in "xyz"] + [
+        report_row("m", "p", "matched prefix", 5, None, "INFO")
     ]
     after = {"x": 2e-5, "y": 8e-5, "z": 1e-5 * 10 ** (0.3 / 20)}  # z: 0.3 dB, the same
-    rows_b = [_row("s", c, "max abs diff", value, 1e-4, "PASS") for c, value in after.items()]
-    rows_b.append(_row("m", "p", "matched prefix", 2, None, "INFO"))
-    comparison = compare_reports(_report(rows_a), _report(rows_b))
+    rows_b = [report_row("s", c, "max abs diff", value, 1e-4, "PASS") for c, value in after.items()]
+    rows_b.append(report_row("m", "p", "matched prefix", 2, None, "INFO"))
+    comparison = compare_reports(synthetic_report(rows_a), synthetic_report(rows_b))
     assert [change.case for change in comparison.of_kind("worse")] == ["y", "x"]
     assert [change.case for change in comparison.of_kind("same")] == ["z", "p"]
 
 
 def test_the_summary_names_a_row_only_one_run_has_and_cuts_a_long_kind_after_twelve():
-    a = _report([_row("s", f"c{index}", "max abs diff", 1e-3, 1e-4, "FAIL") for index in range(13)])
-    b = _report([*_one("PASS", 1e-5)])
+    a = synthetic_report([report_row("s", f"c{index}", "max abs diff", 1e-3, 1e-4, "FAIL") for index in range(13)])
+    b = synthetic_report([*_one("PASS", 1e-5)])
     lines = summary_lines(compare_reports(a, b), ("a", "b"))
     assert "rows no longer compared: 13" in lines and lines.count("  ... and 1 more") == 1
     assert sum(line.startswith("  FAIL -> -") for line in lines) == 12
     assert "rows newly compared: 1" in lines and "  - -> PASS      s: c (max abs diff)" in lines
-    twelve = summary_lines(compare_reports(_report(a["rows"][:12]), b), ("a", "b"))
+    twelve = summary_lines(compare_reports(synthetic_report(a["rows"][:12]), b), ("a", "b"))
     assert not any("more" in line for line in twelve)
 
 
@@ -472,14 +400,14 @@ def test_the_layer_plot_draws_sqnr_where_the_profile_measured_it():
         for i in range(3)
         for metric, value, gate in (("cosine", 0.999, 0.995), ("SQNR dB", 30.0 + i, 20.0), ("max abs error", 0.1, 1.0))
     ]
-    page = verify_page(_document() | {"figures": {"layers": layer_points(layers)}})
+    page = verify_page(synthetic_document() | {"figures": {"layers": layer_points(layers)}})
     plot = page.split('<section id="layers-plot">')[1].split("</section>")[0]
     assert "SQNR dB per decoder layer, relative to its gate" in plot and plot.count('class="dot"') == 3
 
 
 def test_each_groups_section_is_linked_by_an_anchor_a_link_can_hold():
     """By its group, or by its stage for a row of no group (a test's row in the pytest plugin)."""
-    document = _document()
+    document = synthetic_document()
     plugin_row = Row("KV cache", "K of layer 0", "max abs diff", 0.0, 1e-4).as_dict() | {"group": ""}
     page = verify_page(document | {"rows": [*document["rows"], plugin_row]})
     sections = re.findall(r'<section id="group-([^"]*)">', page)
@@ -488,9 +416,9 @@ def test_each_groups_section_is_linked_by_an_anchor_a_link_can_hold():
 
 
 def test_a_mask_diagram_without_its_keys_line_is_titled_by_its_rows_alone():
-    detail = "\n".join(line for line in _mask_detail().splitlines() if "keys " not in line)
+    detail = "\n".join(line for line in mask_detail().splitlines() if "keys " not in line)
     failing = Row("masks prefill", "sliding_attention eager", "mismatched entries", 1, 0, detail, group="prefill-masks")
-    page = verify_page(_document() | {"rows": [failing.as_dict()]})
+    page = verify_page(synthetic_document() | {"rows": [failing.as_dict()]})
     assert "<title>mask rows, keys</title>" in page
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from gemma4_static.oracle.references.samples import image_prompt, text_prompt
+from gemma4_static.oracle.references.samples import image_prompt, processed_images, text_prompt
+from gemma4_static.oracle.references.trained import _calibrate_clip_bounds
 
 # Buffers derived from the config, not learned: the embedding scales are sqrt(H) and sqrt(P).
 DERIVED_FROM_CONFIG = ("embed_scale",)
@@ -65,3 +66,30 @@ def test_pre_cap_logits_reach_beyond_the_softcap(default_model, report):
     # the fixtures put the largest pre-cap logit of their calibration prompt at 1.5x the cap (other
     # prompts: 1.3x to 1.75x); at 1.25x the cap still moves that logit by 11 (tanh(1.25) x 30 = 25.4)
     assert largest > 1.25 * cap
+
+
+def test_the_clip_bounds_are_calibrated_on_the_images_patches_alone(tiny_model):
+    """What a padding patch feeds the clipped linears moves no bound: calibrated on the same images
+    with their padding patches' pixels 0 and 1000, every bound is the same (each run from the same
+    bounds; the fixture's own are put back)."""
+    images = processed_images(tiny_model.config, [(48, 48), (40, 72)], seed=0)
+    pixels, positions = images["pixel_values"], images["image_position_ids"]
+    padding = (positions == -1).all(dim=-1)
+    assert padding.any(), "the second image's patches must leave padding"
+    bounds = {name: tensor for name, tensor in tiny_model.named_buffers() if name.endswith(("_min", "_max"))}
+    assert bounds, "the tiny vision tower has clipped linears"
+    original = {name: tensor.clone() for name, tensor in bounds.items()}
+    calibrated = []
+    try:
+        for fill in (0.0, 1000.0):
+            with torch.no_grad():
+                for name, tensor in bounds.items():
+                    tensor.copy_(original[name])
+                _calibrate_clip_bounds(tiny_model, pixels.masked_fill(padding[..., None], fill), positions)
+            calibrated.append({name: tensor.clone() for name, tensor in bounds.items()})
+    finally:
+        with torch.no_grad():
+            for name, tensor in bounds.items():
+                tensor.copy_(original[name])
+    assert any(not torch.equal(calibrated[0][name], original[name]) for name in bounds)  # calibration moved them
+    assert all(torch.equal(calibrated[0][name], calibrated[1][name]) for name in bounds)

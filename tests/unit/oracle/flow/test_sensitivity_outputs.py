@@ -1,0 +1,32 @@
+"""What a sensitivity sweep compares for a port that returns only each row's last logits (the
+numerics and ports lanes run real sweeps): the float64 logits at each row's own last valid token."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from gemma4_static.oracle.flow.sensitivity import _reference_outputs
+from gemma4_static.oracle.references.hf import HFPrefill
+from gemma4_static.ports import PortPrefill
+
+
+def test_a_port_without_every_positions_logits_is_compared_at_each_rows_last_token():
+    logits = torch.arange(2 * 5 * 3, dtype=torch.float64).reshape(2, 5, 3)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])  # the second row right-padded after 3 tokens
+    reference = HFPrefill(logits, hidden_states=(torch.zeros(2, 5, 4),), last_layer=torch.zeros(2, 5, 4))
+    session = SimpleNamespace(
+        prompt=SimpleNamespace(attention_mask=mask, last_index=torch.tensor([4, 2]), pixel_values=None),
+        reference=reference,
+        ours=SimpleNamespace(all_logits=None, hidden_states=None, per_layer_inputs=None, soft_tokens=None),
+        compared_positions=lambda: (torch.tensor([0, 1]), torch.tensor([4, 2]), None),
+        has_per_layer_inputs=False,
+    )
+    outputs = _reference_outputs(session)
+    assert list(outputs) == ["logits"]
+    described, extract, compared = outputs["logits"]
+    assert described == "logits at each row's last valid token"
+    assert torch.equal(compared, torch.stack([logits[0, 4], logits[1, 2]]))
+    ours = torch.ones(2, 3)
+    assert extract(PortPrefill(ours)) is ours
