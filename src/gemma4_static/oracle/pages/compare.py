@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..results.report import counted
+
 FLOOR = 1e-6  # the smallest error relative to its gate told apart (an exact match counts as this)
 KINDS = ("newly failing", "worse", "better", "fixed", "newly compared", "no longer compared", "same")
 COMPARED = ("PASS", "FAIL", "XFAIL")
@@ -213,11 +215,6 @@ def summary_lines(comparison: Comparison, names: tuple[str, str]) -> list[str]:
             lines += [f"  {_line(change)}" for change in changes[:12]]
             lines += [f"  ... and {len(changes) - 12} more"] if len(changes) > 12 else []
     return [*lines, f"compare: {comparison.verdict} (exit {int(comparison.regressed)})"]
-
-
-def counted(count: int, noun: str) -> str:
-    """``count`` with ``noun``, plural unless one: ``1 row``, ``2 rows``, ``0 rows``."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _line(change: Change) -> str:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from .compare import KINDS, Change, Comparison, counted, error_text
+from ..results.report import counted
+from .compare import KINDS, Change, Comparison, error_text
 from .layout import badge, gate_text, number, page, provenance, table
 
 

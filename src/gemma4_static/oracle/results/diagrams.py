@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from .report import counted
+
 MAX_ROWS = 4
 MAX_COLUMNS = 40
 
@@ -29,8 +31,9 @@ def mask_diagram(ours: torch.Tensor, theirs: torch.Tensor, valid: torch.Tensor, 
     start = max(0, min(first_key - MAX_COLUMNS // 4, ours.shape[-1] - MAX_COLUMNS))
     keys = slice(start, start + MAX_COLUMNS)
     width = len(_bits(ours[batch_row, 0, 0, keys]))
+    differing = f"{counted(len(rows), 'query row')} {'differs' if len(rows) == 1 else 'differ'}"
     lines = [
-        f"{label}: batch row {batch_row}, {len(rows)} query rows differ; keys {start}..{start + width - 1}",
+        f"{label}: batch row {batch_row}, {differing}; keys {start}..{start + width - 1}",
         f"  padding     {''.join(str(int(v)) for v in valid[batch_row, keys].tolist())}",
         f"  query  {'ours':<{width}}  {'HF':<{width}}  diff",
     ]

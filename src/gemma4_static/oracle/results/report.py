@@ -78,6 +78,11 @@ class Row:
         return {**fields, "status": self.status}
 
 
+def counted(count: int, noun: str) -> str:
+    """``count`` with ``noun``, plural unless one: ``1 row``, ``2 rows``, ``0 rows``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def skip_row(stage: str, check: str, reason: str) -> Row:
     """A check the port under test cannot answer, with the reason (e.g. the stage it does not expose)."""
     return Row(stage, check, "not checked", math.nan, math.nan, skipped=reason)

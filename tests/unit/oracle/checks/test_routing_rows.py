@@ -1,9 +1,14 @@
 """The routing ledger's two rows read as text: the decided disagreements (must be none, the first
-three named) and the ties pinned to this runtime's choice (counted, the three closest named)."""
+three named) and the ties pinned to this runtime's choice (counted, the three closest named); the
+token keys HF's side routes with, followed across calls through its cache."""
 
 from __future__ import annotations
 
-from gemma4_static.oracle.checks.routing import MARGIN_BOUND, RoutingLedger
+from types import SimpleNamespace
+
+import torch
+
+from gemma4_static.oracle.checks.routing import MARGIN_BOUND, RoutingLedger, _HFPinner
 
 
 def test_the_rows_name_the_first_disagreements_and_the_closest_ties():
@@ -29,3 +34,24 @@ def test_the_rows_name_the_first_disagreements_and_the_closest_ties():
 def test_without_ties_or_disagreements_the_rows_pass_with_nothing_named():
     decided, ties = RoutingLedger(matched=10).rows()
     assert decided.status == "PASS" and decided.detail == "" and ties.value == 0 and ties.detail == ""
+
+
+def _call(pinner: _HFPinner, ids: list[list[int]] | None, cache: object, output: object) -> list[int | None]:
+    """One forward of HF's model as the pinner's hooks see it: the tokens' keys the call routes with."""
+    pinner._before(None, (), {"input_ids": None if ids is None else torch.tensor(ids), "cache": cache})
+    keys = list(pinner.keys)
+    pinner._after(None, (), {}, output)
+    return keys
+
+
+def test_a_tokens_key_follows_its_rows_history_through_the_cache_hf_returns():
+    """A decode step's token has the key it has at the end of the whole sequence in one call (its
+    row's history kept under the cache HF returned); a call given embeddings instead of ids, or one
+    returning a tuple, leaves every history as it was."""
+    whole = _call(_HFPinner(RoutingLedger(), None), [[5, 6, 7, 8]], None, None)
+    cache = object()
+    pinner = _HFPinner(RoutingLedger(), None)
+    assert _call(pinner, None, cache, SimpleNamespace(cache=cache)) == []  # embeddings: no token keys
+    assert _call(pinner, [[5, 6, 7]], cache, (torch.zeros(1),)) == whole[:3]  # a tuple: no cache to follow
+    assert _call(pinner, [[5, 6, 7]], cache, SimpleNamespace(cache=cache)) == whole[:3]
+    assert _call(pinner, [[8]], cache, SimpleNamespace(cache=cache)) == whole[3:]

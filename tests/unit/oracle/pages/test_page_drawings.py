@@ -7,12 +7,17 @@ this file, then look at the new pages before committing them."""
 from __future__ import annotations
 
 import pytest
+import torch
+from syrupy.extensions.image import SVGImageSnapshotExtension
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
+from gemma4_static.oracle.pages import svg
 from gemma4_static.oracle.pages.compare import compare_reports
 from gemma4_static.oracle.pages.compare_page import compare_page
 from gemma4_static.oracle.pages.verify_page import verify_page
-from tests.unit.oracle.pages.synthetic_reports import AFTER, BEFORE, synthetic_document
+from gemma4_static.oracle.results.diagrams import mask_diagram
+from gemma4_static.oracle.results.report import Row
+from tests.unit.oracle.pages.synthetic_reports import BEFORE, report_row, synthetic_document, synthetic_report
 
 
 class PageSnapshot(SingleFileSnapshotExtension):
@@ -27,17 +32,62 @@ def page_snapshot(snapshot):
     return snapshot.use_extension(PageSnapshot)
 
 
-SHARD = {"shard": 0, "examples": 4, "seconds": 2.0, "failure": "logits leave HF's at step 2", "expected": None,
-         "reproduction": "/tmp/repro/reproduce.py"}  # fmt: skip
+SHARDS = [
+    {"shard": 0, "examples": 4, "seconds": 2.0, "failure": "logits leave HF's at step 2", "expected": None,
+     "reproduction": "/tmp/repro/reproduce.py"},
+    {"shard": 1, "examples": 9, "seconds": 3.5, "failure": None, "expected": None, "reproduction": None},
+    {"shard": 2, "examples": 2, "seconds": 1.0, "failure": "row 1 position 3 leaves HF's", "expected": "known",
+     "reproduction": None},
+]  # fmt: skip
 GROUPS = [{"group": name, "kl_mean": kl} for name, kl in (("layer 0", 0.003), ("vision", 0.002), ("lm_head", 0.001))]
 SWEEP = {"scheme": "a16w8", "baseline": {"kl_mean": 0.005}, "ranked": {"only": GROUPS, "all but": GROUPS}}
 
 
+@pytest.fixture
+def svg_snapshot(snapshot):
+    return snapshot.use_extension(SVGImageSnapshotExtension)
+
+
+def _two_rows_differ() -> dict:
+    """A failing mask row whose diagram has two query rows, a key wrong in each."""
+    ours = torch.tril(torch.ones(1, 1, 5, 5, dtype=torch.bool))
+    theirs = ours.clone()
+    theirs[0, 0, 3, 0] = theirs[0, 0, 4, 1] = False
+    detail = mask_diagram(ours, theirs, torch.ones(1, 5, dtype=torch.bool), "masks decode sliding_attention")
+    return Row(
+        "masks decode", "sliding_attention, step 2", "mismatched entries", 2, 0, detail, group="decode-masks"
+    ).as_dict()
+
+
 def test_the_verify_page_with_every_picture(page_snapshot):
-    """Rows of each status, the mask diagram, the layer and position plots, the grid, a fuzz shard and
-    the sensitivity chart."""
-    assert verify_page(synthetic_document() | {"fuzz": [SHARD], "sensitivity": SWEEP}) == page_snapshot
+    """Rows of each status, mask diagrams of one and two rows, the layer and position plots, the
+    grid, a fuzz shard of each status and the sensitivity chart."""
+    document = synthetic_document()
+    document |= {"rows": [*document["rows"], _two_rows_differ()], "fuzz": SHARDS, "sensitivity": SWEEP}
+    assert verify_page(document) == page_snapshot
+
+
+def _kinds(kind_values: dict[str, tuple]) -> dict:
+    return synthetic_report(
+        [report_row(stage, "c", "max abs diff", value, 1e-4, status) for stage, (value, status) in kind_values.items()]
+    )
+
+
+A = {"newly failing": (1e-5, "PASS"), "worse": (1e-5, "PASS"), "better": (4e-5, "PASS"), "fixed": (3e-4, "FAIL"),
+     "no longer compared": (1e-5, "PASS"), "same": (2e-5, "PASS")}  # fmt: skip
+B = {"newly failing": (3e-4, "FAIL"), "worse": (8e-5, "PASS"), "better": (1e-5, "PASS"), "fixed": (2e-5, "PASS"),
+     "newly compared": (1e-5, "PASS"), "same": (2e-5, "PASS")}  # fmt: skip
 
 
 def test_the_compare_page_with_every_kind_of_change(page_snapshot):
-    assert compare_page(compare_reports(BEFORE, AFTER), ("before.json", "after.json")) == page_snapshot
+    """Each kind a stage of its own name, so each section of the page holds one row."""
+    assert compare_page(compare_reports(_kinds(A), _kinds(B)), ("before.json", "after.json")) == page_snapshot
+
+
+def test_the_compare_page_of_a_run_against_itself(page_snapshot):
+    assert compare_page(compare_reports(BEFORE, BEFORE), ("run.json", "run.json")) == page_snapshot
+
+
+def test_a_bar_chart_without_a_reference_line(svg_snapshot):
+    """The longest bar spans the chart, no dashed line."""
+    assert svg.bar_chart([("layer 0", 0.003), ("vision", 0.001)], "mean KL") == svg_snapshot

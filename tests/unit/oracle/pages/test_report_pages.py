@@ -313,6 +313,16 @@ def test_a_threshold_of_zero_is_a_threshold():
     assert compare_reports(BEFORE, AFTER, threshold_db=0.5).regressed
 
 
+def test_a_stage_that_lost_exactly_the_threshold_is_not_beyond_it():
+    """Beyond means more than the threshold, for a stage as for a row."""
+    loss = compare_reports(BEFORE, AFTER).stage_losses()[0]
+    assert loss.stage == "decode steps" and loss.loss_db == pytest.approx(6.02, abs=0.01)
+    at_threshold = compare_reports(BEFORE, AFTER, threshold_db=loss.loss_db)
+    assert at_threshold.regressed_stages == []
+    assert "beyond threshold" not in compare_page(at_threshold, ("a", "b"))
+    assert "beyond threshold" in compare_page(compare_reports(BEFORE, AFTER, threshold_db=6.0), ("a", "b"))
+
+
 def test_a_stages_largest_error_is_over_all_its_rows_failing_ones_included():
     a = synthetic_report(
         [
