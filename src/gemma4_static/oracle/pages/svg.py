@@ -86,8 +86,11 @@ def _pass_fill(relative: float | None) -> str:
 
 def scale_legend() -> str:
     """The heat map's colour scale in words, a swatch beside each (HTML: it wraps on a narrow screen)."""
-    words = [f"error/gate < 1e{index - 3}" for index in range(len(PASS_FILLS) - 1)] + ["error/gate <= 1"]
-    swatches = [(fill, f"pass, {text}") for fill, text in zip(PASS_FILLS, words, strict=True)]
+    last = len(PASS_FILLS) - 1
+    swatches = [
+        (fill, f"pass, error/gate {'<= 1' if index == last else f'< 1e{index - last}'}")
+        for index, fill in enumerate(PASS_FILLS)
+    ]
     swatches += [(OUTCOME_FILL[name], f"{SYMBOLS[name]} {name}") for name in OUTCOME_FILL]
     return "".join(
         f'<span class="swatch"><svg width="14" height="14"><rect width="14" height="14" fill="{fill}"/></svg> '

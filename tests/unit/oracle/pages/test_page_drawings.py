@@ -16,6 +16,7 @@ from gemma4_static.oracle.pages.compare import compare_reports
 from gemma4_static.oracle.pages.compare_page import compare_page
 from gemma4_static.oracle.pages.verify_page import verify_page
 from gemma4_static.oracle.results.diagrams import mask_diagram
+from gemma4_static.oracle.results.figures import grid_cell
 from gemma4_static.oracle.results.report import Row
 from tests.unit.oracle.pages.synthetic_reports import BEFORE, report_row, synthetic_document, synthetic_report
 
@@ -64,6 +65,12 @@ def test_the_verify_page_with_every_picture(page_snapshot):
     grid, a fuzz shard of each status and the sensitivity chart."""
     document = synthetic_document()
     document |= {"rows": [*document["rows"], _two_rows_differ()], "fuzz": SHARDS, "sensitivity": SWEEP}
+    document["figures"]["grid"] += [  # a passing cell in each shade, one at its gate
+        grid_cell(9, schedule, f"[{index}]", "pass", value=value, tolerance=5e-4)
+        for index, (schedule, value) in enumerate(
+            [("policy", 1e-8), ("chunks of 1", 2.5e-6), ("chunks of 2W", 6e-5), ("chunks of 3", 5e-4)]
+        )
+    ]
     assert verify_page(document) == page_snapshot
 
 
