@@ -96,6 +96,14 @@ EQUIVALENT: dict[str, str] = {
         "the reusing layers run in mode None for 'cache': both read the producer's cache; 'cache' only"
         " attends over it in place (a reusing layer writes nothing), the same keys, values and masks"
     ),
+    "gemma4_static.oracle.references.reference_folder.x__sha256__mutmut_10": (
+        "the file read whole for 1 MiB blocks (read(None)): the same digest; only the memory a hash of a"
+        " large file holds differs"
+    ),
+    "gemma4_static.oracle.numerics.reference_quant.xǁReferenceActivationǁ_chosen__mutmut_24": (
+        "the block size [2] for [1]: torchao's choose_qparams_affine_with_min_max computes the scale and"
+        " zero point from the minimum and maximum given ([1], [2] and [7] give the same, torchao 0.18)"
+    ),
 }
 KILLED = ("killed", "caught by type check")
 NO_MUTANT = "no.mutant.has.this.name"

@@ -51,7 +51,7 @@ def error_plot(points: Sequence[dict[str, Any]], *, x_key: str, x_label: str, ti
         exponent += 1
     lines = {}
     for point in points:
-        lines.setdefault(point.get(series_key) if series_key else None, []).append(point)
+        lines.setdefault(point.get(series_key), []).append(point)  # without a key: one line, None
     for index, line in enumerate(lines.values()):
         for key, css in (("hf_relative", "hf"), ("relative", f"ours line-{index % 3}")):
             if any(point.get(key) is not None for point in line):

@@ -36,9 +36,12 @@ def test_without_ties_or_disagreements_the_rows_pass_with_nothing_named():
     assert decided.status == "PASS" and decided.detail == "" and ties.value == 0 and ties.detail == ""
 
 
-def _call(pinner: _HFPinner, ids: list[list[int]] | None, cache: object, output: object) -> list[int | None]:
-    """One forward of HF's model as the pinner's hooks see it: the tokens' keys the call routes with."""
-    pinner._before(None, (), {"input_ids": None if ids is None else torch.tensor(ids), "cache": cache})
+def _call(
+    pinner: _HFPinner, ids: list[list[int]] | None, cache: object, output: object, *, cache_name: str = "cache"
+) -> list[int | None]:
+    """One forward of HF's model as the pinner's hooks see it (the cache passed under ``cache_name``):
+    the tokens' keys the call routes with."""
+    pinner._before(None, (), {"input_ids": None if ids is None else torch.tensor(ids), cache_name: cache})
     keys = list(pinner.keys)
     pinner._after(None, (), {}, output)
     return keys
@@ -55,3 +58,7 @@ def test_a_tokens_key_follows_its_rows_history_through_the_cache_hf_returns():
     assert _call(pinner, [[5, 6, 7]], cache, (torch.zeros(1),)) == whole[:3]  # a tuple: no cache to follow
     assert _call(pinner, [[5, 6, 7]], cache, SimpleNamespace(cache=cache)) == whole[:3]
     assert _call(pinner, [[8]], cache, SimpleNamespace(cache=cache)) == whole[3:]
+    # the cache passed under the name transformers 5.24 still accepts (deprecated for 5.40)
+    renamed, pinner = object(), _HFPinner(RoutingLedger(), None)
+    for ids, keys in (([[5, 6, 7]], whole[:3]), ([[8]], whole[3:])):
+        assert _call(pinner, ids, renamed, SimpleNamespace(cache=renamed), cache_name="past_key_values") == keys

@@ -15,10 +15,17 @@ from gemma4_static.oracle.faults.catalogue_family import (
     _key_as_value,
     _kv_heads_tiled_in_decode,
     _sliding_kv_heads_everywhere,
+    _softmax_in_bf16,
+    _ties_to_the_higher_index,
 )
 from gemma4_static.oracle.faults.catalogue_quant import _down_proj_takes_up_proj_range
 from gemma4_static.oracle.faults.fault_patches import never_restoring
-from gemma4_static.oracle.faults.port_faults import ChunkMaskOffset, RingSlotsLongChunk, WrappedRuntimePort
+from gemma4_static.oracle.faults.port_faults import (
+    ChunkMaskOffset,
+    DecodeAfterPartialChunk,
+    RingSlotsLongChunk,
+    WrappedRuntimePort,
+)
 from gemma4_static.oracle.faults.static_faults import CalibratedOnPadding, ScalesAlongTheInputs
 from gemma4_static.ports.prompt import Prompt
 from gemma4_static.quant.fake_quant import signed_range
@@ -211,3 +218,40 @@ def test_scales_along_the_inputs_reads_each_rows_scale_by_column():
     expected = steps.clamp(low, high) * along
     assert torch.equal(site.quantized.data, expected)
     assert not torch.equal(expected, (weight / rows[:, None]).round().clamp(low, high) * rows[:, None])
+
+
+def test_decode_after_partial_chunk_moves_each_rows_length_to_its_full_chunks_end_after_a_short_last_chunk():
+    def prefilled(schedule: list[int], lengths: list[int], max_seq: int = 16) -> list[int]:
+        port = object.__new__(DecodeAfterPartialChunk)
+        cache = SimpleNamespace(lengths=torch.tensor(lengths), max_seq=max_seq)
+        port.inner = SimpleNamespace(
+            prefill=lambda prompt, keep_intermediates: SimpleNamespace(logits="logits", chunk_logits=None),
+            setup=SimpleNamespace(chunks=lambda longest: schedule if longest == max(lengths) else None),
+            prefill_schedule=lambda longest: [],
+            runtime=SimpleNamespace(cache=cache),
+        )
+        mask = (torch.arange(max(lengths))[None] < torch.tensor(lengths)[:, None]).long()
+        assert port.prefill(SimpleNamespace(attention_mask=mask)).logits == "logits"
+        return cache.lengths.tolist()
+
+    assert prefilled([4, 4, 2], [10, 7]) == [12, 8]  # each row on to its own chunk's end
+    assert prefilled([4, 4, 2], [10, 7], max_seq=11) == [11, 8]  # never past the cache
+    assert prefilled([5, 5], [10, 7]) == [10, 7]  # a last chunk as long as the first: no fault
+    assert prefilled([10], [10, 7]) == [10, 7]  # one chunk: no fault
+
+
+def test_router_softmax_in_bf16_rounds_the_scores_to_bfloat16_and_keeps_the_rest_of_functional():
+    patched = _softmax_in_bf16(F)
+    scores = torch.tensor([[1.0, 1.001, -2.0003]])
+    expected = F.softmax(scores.to(torch.bfloat16), dim=-1)
+    assert torch.equal(patched.softmax(scores, dim=-1), expected.float())
+    assert torch.equal(patched.softmax(scores, dim=-1, dtype=torch.float64), expected.double())
+    assert patched.linear is F.linear and patched.gelu is F.gelu
+
+
+def test_ties_to_the_higher_index_reverses_only_which_of_equal_experts_wins():
+    patched = _ties_to_the_higher_index(torch)
+    values = torch.tensor([[0.5, 0.2, 0.5, 0.1], [0.1, 0.7, 0.2, 0.0]])
+    top, index = patched.topk(values, k=2, dim=-1)
+    assert index.tolist() == [[2, 0], [1, 2]] and torch.equal(top, torch.topk(values, k=2, dim=-1).values)
+    assert patched.softmax is torch.softmax and patched.tensor is torch.tensor

@@ -33,6 +33,8 @@ def test_each_low_precision_row_is_under_its_check_and_passes(bf16_rows):
     assert {row.status for row in bf16_rows} == {"PASS", "INFO"}
     layers = [f"layers {start}-{start + 4} hidden states" for start in (0, 5)]
     assert _checks(bf16_rows, "decoder layers") == [(check, metric) for check in layers for metric in SQNR_ROWS]
+    last = ("last valid token per row", "last valid token per row, plain prefill")
+    assert _checks(bf16_rows, "prefill logits")[:8] == [(check, metric) for check in last for metric in SQNR_ROWS]
     decode = _checks(bf16_rows, "decode steps")
     batch = 2
     steps = f"{batch} rows x {STEPS} steps"

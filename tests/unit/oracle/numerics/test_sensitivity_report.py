@@ -4,11 +4,15 @@ a bar per group, the full profile's KL dashed and named in each legend)."""
 
 from __future__ import annotations
 
+import re
+
 import matplotlib
 
 from gemma4_static.oracle.flow.sensitivity import GroupResult, Sweep
 from gemma4_static.oracle.numerics.metrics import Metrics
-from gemma4_static.oracle.numerics.sensitivity_report import table_lines, write_chart
+from gemma4_static.oracle.numerics.sensitivity_report import as_json, table_lines, write_chart
+from gemma4_static.oracle.pages.verify_page import verify_page
+from tests.unit.oracle.pages.synthetic_reports import synthetic_document
 
 METRICS = Metrics(max_abs=0.1, peir=1e-3, cosine=0.999, sqnr_db=30.0)
 
@@ -39,7 +43,24 @@ def test_the_table_ranks_each_mode_under_its_header():
     only, all_but = lines[headers[0] + 1 : headers[0] + 3], lines[headers[1] + 1 : headers[1] + 3]
     assert [line.split()[1:3] for line in only] == [["LM", "head"], ["layer", "0"]]  # the costliest first
     assert [line.split()[1:3] for line in all_but] == [["LM", "head"], ["layer", "0"]]  # the largest saving first
-    assert lines[headers[0] - 1].startswith("only:") and lines[headers[1] - 1].startswith("all but:")
+    assert lines[headers[0] - 1] == "only: one group quantized, the rest float (ranked by KL)"
+    assert lines[headers[1] - 1] == "all but: every group quantized but one (ranked by KL)"
+
+
+def test_the_reports_section_is_what_the_page_draws():
+    """``as_json`` as the report keeps it, read back by the verify page: a bar per group, named with
+    its mean KL, in each mode's order (the page draws the "only" ranking)."""
+    section = as_json(SWEEP)
+    assert list(section) == ["scheme", "calibration_seconds", "sweep_seconds", "baseline", "ranked"]
+    assert list(section["baseline"]) == [
+        "group", "mode", "output", "at_output", "logits", "top1_agreement", "kl_mean", "kl_max"
+    ]  # fmt: skip
+    assert [(row["group"], row["mode"]) for row in section["ranked"]["all but"]] == [
+        ("LM head", "all but"), ("layer 0", "all but")
+    ]  # fmt: skip
+    page = verify_page(synthetic_document() | {"sensitivity": section})
+    chart = page.split('<section id="sensitivity">')[1].split("</section>")[0]
+    assert re.findall(r"<title>([^<]*)</title>", chart)[1:] == ["LM head: 0.01", "layer 0: 0.001"]
 
 
 def test_the_chart_draws_both_modes_with_the_full_profile_dashed(tmp_path):

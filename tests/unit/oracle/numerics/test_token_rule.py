@@ -173,6 +173,10 @@ def test_each_gated_stage_of_an_integer_profile_is_judged_by_its_own_gate():
     first and passes the second; a stage without its own gate takes the profile's floor (the lowest)."""
     gate = QUANT_GATES["a16w8"]
     assert [gate.sqnr_gate(stage) for stage in GATED_STAGES] == [38, 31, 32, 17, 12, 10, 9, 11]
+    # each scheme's deficit bound against HF in the same scheme: its worst measured deficit plus 3 dB
+    assert {name: QUANT_GATES[name].hf_deficit_db for name in ("a16w8", "a8w8", "a16w4")} == {
+        "a16w8": 3.0, "a8w8": 6.0, "a16w4": 3.0
+    }  # fmt: skip
     assert gate.sqnr_gate("fusion") == gate.sqnr_db == 9
     assert gate.cosine_gate("fusion") == gate.cosine == pytest.approx(1 - 10 ** (-9 / 10) / 2)  # the floor's cosine
     reference = torch.linspace(-1, 1, 64, dtype=torch.float64)

@@ -43,7 +43,8 @@ def _drop_a_tensor(folder: Path) -> None:
 FAULTS = {
     "a tensor missing": (
         _drop_a_tensor,
-        r"its weights do not match its config: \{'missing_keys': \['model\.language_model\.layers\.0\.input_layernorm",
+        r"checkpoint '[^']*checkpoint': its weights do not match its config: \{'missing_keys': "
+        r"\['model\.language_model\.layers\.0\.input_layernorm",
     ),
     "truncated weights": (_truncate_weights, r"weights '.*model\.safetensors' cannot be read"),
     "another model type": (
@@ -60,7 +61,7 @@ FAULTS = {
     ),
     "weights of another size": (
         lambda folder: _edit_config(folder, lambda c: c["text_config"].update(hidden_size=96)),
-        r"its weights do not match its config",
+        r"checkpoint '[^']*checkpoint': its weights do not match its config",
     ),
     "no weights": (
         lambda folder: (folder / "model.safetensors").unlink(),
@@ -122,7 +123,8 @@ def test_a_checkpoint_of_no_floating_tensor_is_a_clear_error(saved, tmp_path):
 
 
 def test_a_checkpoint_is_read_from_its_folder_alone(saved, monkeypatch):
-    """transformers is told to read the folder only (no hub lookup, whatever the environment says)."""
+    """transformers is told to read the folder only, the config as the weights (no hub lookup, whatever
+    the environment says)."""
     from gemma4_static.oracle.references import checkpoints
 
     asked = []
@@ -134,6 +136,17 @@ def test_a_checkpoint_is_read_from_its_folder_alone(saved, monkeypatch):
             asked.append(options)
             return real(open_checkpoint(folder).config).from_pretrained(folder, **options)
 
+    import transformers
+
+    configs = []
+    read_config = transformers.AutoConfig.from_pretrained
+
+    def config_spy(folder, **options):
+        configs.append(options)
+        return read_config(folder, **options)
+
     monkeypatch.setattr(checkpoints, "model_class", lambda config: Spy)
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", config_spy)
     load_checkpoint(saved)
     assert [options["local_files_only"] for options in asked] == [True]
+    assert configs and all(options["local_files_only"] for options in configs)

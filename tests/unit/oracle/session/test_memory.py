@@ -157,3 +157,13 @@ def test_an_estimate_describes_itself_in_gigabytes():
     needed = MemoryEstimate({"weights": 9_300_000_000, "base": 1_610_612_736})
     assert needed.total == 10_910_612_736
     assert needed.describe() == "10.9 GB (weights 9.3, base 1.6)"
+
+
+def test_the_peak_reads_against_the_checkpoints_size_and_the_estimate(saved_bfloat16, monkeypatch):
+    files = open_checkpoint(saved_bfloat16)
+    budget = Budget.of(files, VerifyOptions(dtype=torch.bfloat16))
+    monkeypatch.setattr(memory, "peak_resident", lambda: 3 * files.size_bytes)
+    peak, size, needed = (
+        f"{value / 1e9:.1f}" for value in (3 * files.size_bytes, files.size_bytes, budget.needed.total)
+    )
+    assert budget.peak_text() == f"{peak} GB (3.00x the checkpoint's {size} GB; estimated {needed} GB)"
