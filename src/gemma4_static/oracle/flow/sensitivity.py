@@ -146,7 +146,7 @@ def _reference_outputs(session: Session) -> dict[str, tuple[str, Extract, torch.
         last = reference.logits_at(torch.arange(valid.shape[0]), prompt.last_index)
         outputs["logits"] = ("logits at each row's last valid token", lambda ours: ours.logits, last)
     if exposed.hidden_states is not None:
-        outputs.update(_state_outputs(session, valid, length, states))
+        outputs.update(_state_outputs(session, valid, states))
     if session.has_per_layer_inputs and exposed.per_layer_inputs is not None:
         ids = llm_input_ids(prompt, session.config)
         ple = hf_per_layer_inputs(session.reference_model, reference.hidden_states[0], ids)[valid]
@@ -161,13 +161,14 @@ def _reference_outputs(session: Session) -> dict[str, tuple[str, Extract, torch.
     return outputs
 
 
-def _state_outputs(session: Session, valid: torch.Tensor, length: int, states: tuple) -> dict:
-    """The embeddings, each layer's hidden states and the last layer's (after the final norm)."""
+def _state_outputs(session: Session, valid: torch.Tensor, states: tuple) -> dict:
+    """The embeddings, each layer's hidden states and the last layer's (after the final norm); a port's
+    states are ``(B, S, H)`` over the prompt's positions, as ``valid (B, S)``."""
     outputs = {
         "embeddings": ("embeddings after fusion", lambda ours: ours.hidden_states[0][valid], states[0][valid]),
         "last layer": (
             "last hidden states (final norm)",
-            lambda ours: text_module(session.model).norm(ours.hidden_states[-1][:, :length])[valid],
+            lambda ours: text_module(session.model).norm(ours.hidden_states[-1])[valid],
             states[-1][valid],
         ),
     }

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import torch
 
+from gemma4_static.oracle.flow import sensitivity
 from gemma4_static.oracle.flow.sensitivity import _reference_outputs
 from gemma4_static.oracle.references.hf import HFPrefill
 from gemma4_static.ports import PortPrefill
@@ -30,3 +31,30 @@ def test_a_port_without_every_positions_logits_is_compared_at_each_rows_last_tok
     assert torch.equal(compared, torch.stack([logits[0, 4], logits[1, 2]]))
     ours = torch.ones(2, 3)
     assert extract(PortPrefill(ours)) is ours
+
+
+def test_a_ports_hidden_states_are_each_compared_with_hfs_at_the_valid_positions(monkeypatch):
+    """The embeddings and each layer's output as they are, the last layer's after the model's final
+    norm (a port returns it before the norm, as HF's ``output_hidden_states`` keeps it)."""
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    states = tuple(torch.randn(2, 5, 4, dtype=torch.float64) for _ in range(4))  # embeddings, 2 layers, final
+    reference = HFPrefill(torch.zeros(2, 5, 3), hidden_states=states, last_layer=states[-1])
+    session = SimpleNamespace(
+        prompt=SimpleNamespace(attention_mask=mask, last_index=torch.tensor([4, 2]), pixel_values=None),
+        reference=reference,
+        ours=SimpleNamespace(
+            all_logits=torch.zeros(2, 5, 3), hidden_states=(1,), per_layer_inputs=None, soft_tokens=None
+        ),
+        compared_positions=lambda: (torch.tensor([0, 1]), torch.tensor([4, 2]), None),
+        has_per_layer_inputs=False,
+        model="the model",
+    )
+    monkeypatch.setattr(sensitivity, "text_module", {"the model": SimpleNamespace(norm=lambda hidden: 2 * hidden)}.get)
+    outputs = _reference_outputs(session)
+    assert list(outputs) == ["logits", "embeddings", "last layer", "layer 0", "layer 1"]
+    valid = mask.bool()
+    before_norm = (*states[:-1], states[-1] / 2)
+    ours = PortPrefill(torch.zeros(2, 3), hidden_states=before_norm)
+    for name, index in (("embeddings", 0), ("layer 0", 1), ("layer 1", 2), ("last layer", 3)):
+        _, extract, compared = outputs[name]
+        assert torch.equal(extract(ours), states[index][valid]) and torch.equal(compared, states[index][valid]), name
