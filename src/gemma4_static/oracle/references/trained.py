@@ -126,9 +126,8 @@ def _calibrate_clip_bounds(model: nn.Module, pixel_values: torch.Tensor, image_p
         for hook in hooks:
             hook.remove()
     for module in clipped:
-        for values, low, high in zip(
-            seen[module], ("input_min", "output_min"), ("input_max", "output_max"), strict=True
-        ):
+        inputs, outputs = seen[module]
+        for values, low, high in ((inputs, "input_min", "input_max"), (outputs, "output_min", "output_max")):
             quantiles = torch.quantile(values[:100_000], torch.tensor([CLIPPED_FRACTION, 1 - CLIPPED_FRACTION]))
             getattr(module, low).fill_(float(quantiles[0]))
             getattr(module, high).fill_(float(quantiles[1]))
