@@ -5,6 +5,7 @@ fill reaches every group that builds its own port."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import pytest
@@ -56,6 +57,8 @@ def test_the_options_are_frozen_and_say_what_they_run():
     assert options.without("rope").groups == tuple(name for name in group_names() if name != "rope")
     recorded = options.as_dict()
     assert recorded["mask_value"] == -30000.0 and recorded["groups"] is None and recorded["quant"] == "a8w8"
+    assert list(recorded) == [field.name for field in dataclasses.fields(VerifyOptions)]  # every option, by its name
+    assert json.loads(json.dumps(recorded, allow_nan=False)) == recorded  # strict JSON as recorded
 
 
 def test_a_reference_that_is_no_reference_is_refused_before_any_work(tmp_path):

@@ -60,6 +60,8 @@ def test_a_documented_failure_is_xfail_and_only_a_failure_is():
 def test_fail_is_painted_only_when_asked_and_no_color_is_honoured(monkeypatch):
     row = Row("s", "c", "m", 2.0, 1.0)
     assert "\033[1;31mFAIL" in format_row(row, colour=True) and "\033[" not in format_row(row)
+    passing = Row("s", "c", "m", 0.5, 1.0)
+    assert format_row(passing, colour=True) == format_row(passing)  # a PASS row is not painted
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
