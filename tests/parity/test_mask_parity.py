@@ -109,6 +109,20 @@ def test_chunk_masks_match_hf_rows(gemma4_model, padding, attn_implementation):
         )
 
 
+def test_chunk_masks_are_compared_from_the_first_query_on(tiny_model, monkeypatch):
+    """A chunk mask wrong only in the first chunk (every written key visible from position 0) fails
+    both layer types' rows: no query row is left out of the comparison."""
+    build = parity_masks.build_chunk_bool_masks
+
+    def first_chunk_sees_every_key(view, written, positions, **options):
+        masks = build(view, written, positions, **options)
+        return masks if int(positions[0, 0]) else {name: torch.ones_like(mask) for name, mask in masks.items()}
+
+    monkeypatch.setattr(parity_masks, "build_chunk_bool_masks", first_chunk_sees_every_key)
+    rows = parity_masks.chunk_mask_rows(tiny_model.config, torch.ones(1, 9, dtype=torch.bool), 4, "sdpa")
+    assert [row.check for row in rows if row.failed] == [row.check for row in rows] and len(rows) == 2
+
+
 @implementations
 def test_chunk_masks_with_an_image_mid_chunk_match_hf_rows(tiny_model, attn_implementation):
     """The image block starts inside a chunk and ends inside the same chunk (window 6, chunk 16)."""

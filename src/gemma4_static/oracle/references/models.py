@@ -179,20 +179,25 @@ def default_models(limits: PortLimits | None) -> tuple[str, ...]:
     return PROFILE_MODELS if profiled else DEFAULT_MODELS
 
 
+def default_config(name: str) -> Gemma4Config | Gemma4TextConfig:
+    """The config of one of :data:`BUILDABLE`: a multimodal :class:`Gemma4Config` or a text-only
+    :class:`Gemma4TextConfig`."""
+    if name not in BUILDABLE:
+        raise ValueError(f"name must be one of {BUILDABLE}, got {name!r}")
+    if name == "e2b-geometry":
+        return e2b_geometry_config()
+    if name == "e2b-multimodal":
+        return e2b_multimodal_config()
+    if name in FAMILY_NAMES:
+        return family_config(name)
+    return tiny_config(E2B_VISION if name == "e2b-vision" else None)
+
+
 def build_default_model(name: str, *, seed: int = DEFAULT_SEED) -> PreTrainedModel:
     """Build one of :data:`BUILDABLE` (this module's models and :mod:`.family`'s) with seeded random
     weights made to look trained (:mod:`.trained`), in eval mode, fp32."""
-    if name not in BUILDABLE:
-        raise ValueError(f"name must be one of {BUILDABLE}, got {name!r}")
+    config = default_config(name)
     torch.manual_seed(seed)
-    if name == "e2b-geometry":
-        config = e2b_geometry_config()
-    elif name == "e2b-multimodal":
-        config = e2b_multimodal_config()
-    elif name in FAMILY_NAMES:
-        config = family_config(name)
-    else:
-        config = tiny_config(E2B_VISION if name == "e2b-vision" else None)
     model = (Gemma4ForConditionalGeneration if isinstance(config, Gemma4Config) else Gemma4ForCausalLM)(config).eval()
     if isinstance(config, Gemma4Config):
         images = processed_images(model.config, [(48, 48), (40, 72)], seed=seed)

@@ -177,6 +177,13 @@ def test_a_prompt_lengths_row_is_its_worst_case(worst_first):
     row = length_row(12, [bad, good, worse], "schedules")  # every failing case after the first: its detail
     assert row.check.endswith("[first: chunks of W [6, 6]: position 7]")
     assert row.detail == "chunks of 4 [4 x 3]: position 9" and row.value == 2e-3
+    # worst relative to its own tolerance (one widened by HF's disagreement): not the largest error
+    widened = (_case(12, "chunks of 3", (3,) * 4), Judgement(1e-3, 1e-2, 14, hf_disagreement=9.5e-3))
+    tight = (_case(12, "chunks of 2", (2,) * 6), Judgement(4e-4, 5e-4, 14))
+    row = length_row(12, [widened, tight], "schedules")
+    assert (row.value, row.tolerance, row.hf, row.status) == (4e-4, 5e-4, 9.5e-3, "PASS")
+    raised = length_row(12, [(good[0], "Traceback\nIndexError: slot 12")], "schedules")
+    assert raised.hf is None and raised.raised and raised.status == "FAIL"  # nothing judged: no HF figure
     high, low = Scored(30.0, 32.0, 20.0, None), Scored(12.0, 31.0, 20.0, "position 3: 12.0 dB")
     results = [(bad[0], low), (good[0], high)] if worst_first else [(good[0], high), (bad[0], low)]
     row = sqnr_row(12, results, "schedules")

@@ -8,9 +8,12 @@ import pytest
 from transformers import Gemma4TextConfig
 
 from gemma4_static import read_text_config
+from gemma4_static.oracle.references.family import FAMILY_NAMES, family_config
 from gemma4_static.oracle.references.models import (
     E2B_VISION,
     E2B_WIDTHS,
+    TINY_VISION,
+    default_config,
     e2b_geometry_config,
     e2b_multimodal_config,
     e2b_real_text_config,
@@ -84,3 +87,19 @@ def test_the_e2b_multimodal_model_joins_the_geometrys_decoder_and_e2bs_vision_ge
     assert {key: getattr(vision, key) for key in E2B_VISION} == E2B_VISION
     text, geometry = config.get_text_config(), e2b_geometry_config()
     assert {key: getattr(text, key) for key in E2B_PUBLISHED} == {key: getattr(geometry, key) for key in E2B_PUBLISHED}
+
+
+def test_each_embedded_name_builds_its_own_config():
+    """The name a user passes (``verify --config``) picks that model's config and no other: the tiny
+    model with its own vision tower, e2b-vision with E2B's on the same text decoder, the E2B layouts
+    and the family geometries as their own functions write them."""
+    tiny, e2b_vision = default_config("tiny"), default_config("e2b-vision")
+    assert {key: getattr(tiny.vision_config, key) for key in TINY_VISION} == TINY_VISION
+    assert {key: getattr(e2b_vision.vision_config, key) for key in E2B_VISION} == E2B_VISION
+    assert tiny.get_text_config().to_dict() == e2b_vision.get_text_config().to_dict()
+    assert default_config("e2b-geometry").to_dict() == e2b_geometry_config().to_dict()
+    assert default_config("e2b-multimodal").to_dict() == e2b_multimodal_config().to_dict()
+    for name in FAMILY_NAMES:
+        assert default_config(name).to_dict() == family_config(name).to_dict(), name
+    with pytest.raises(ValueError, match=r"name must be one of .*, got 'e2b'"):
+        default_config("e2b")
