@@ -30,9 +30,15 @@ def test_the_group_fills_the_context_the_port_holds_and_compares_it(tiny_model):
 
 def test_a_port_that_needs_an_image_without_a_profile_is_skipped_with_the_reason(tiny_model):
     port = f"{ADAPTERS}:NeedsImageNoProfilePort"
-    rows = verify(tiny_model, VerifyOptions(port=port, groups=("schedules", "long-positions"))).rows
-    assert [(row.stage, row.skipped != "") for row in rows] == [("schedules", True), (STAGE, True)]
+    groups = ("chunked-prefill", "schedules", "long-positions")
+    rows = verify(tiny_model, VerifyOptions(port=port, groups=groups)).rows
+    stages = [("chunked prefill", True), ("schedules", True), (STAGE, True)]
+    assert [(row.stage, row.skipped != "") for row in rows] == stages
     assert all("needs an image in every prompt" in row.skipped for row in rows)
+    assert (rows[0].check, rows[0].skipped) == (
+        "chunks of W + 1",
+        "needs an image, no profile needs an image in every prompt",
+    )
 
 
 def test_the_long_prompt_leaves_a_reserved_decode_slot_free(tiny_model):
