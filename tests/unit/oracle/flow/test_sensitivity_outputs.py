@@ -52,9 +52,41 @@ def test_a_ports_hidden_states_are_each_compared_with_hfs_at_the_valid_positions
     monkeypatch.setattr(sensitivity, "text_module", {"the model": SimpleNamespace(norm=lambda hidden: 2 * hidden)}.get)
     outputs = _reference_outputs(session)
     assert list(outputs) == ["logits", "embeddings", "last layer", "layer 0", "layer 1"]
+    described, extract, compared = outputs["logits"]  # every position's logits, at the compared positions
+    assert described == "logits" and torch.equal(compared, reference.logits[[0, 1], [4, 2]])
+    every = torch.randn(2, 5, 3)
+    assert torch.equal(extract(PortPrefill(torch.zeros(2, 3), all_logits=every)), every[[0, 1], [4, 2]])
     valid = mask.bool()
     before_norm = (*states[:-1], states[-1] / 2)
     ours = PortPrefill(torch.zeros(2, 3), hidden_states=before_norm)
     for name, index in (("embeddings", 0), ("layer 0", 1), ("layer 1", 2), ("last layer", 3)):
         _, extract, compared = outputs[name]
         assert torch.equal(extract(ours), states[index][valid]) and torch.equal(compared, states[index][valid]), name
+
+
+def test_the_per_layer_inputs_are_compared_where_the_model_has_them_and_the_port_returns_them(monkeypatch):
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    states = (torch.randn(2, 3, 4, dtype=torch.float64),)
+    asked = []
+    monkeypatch.setattr(sensitivity, "llm_input_ids", lambda prompt, config: asked.append(config) or "ids")
+    monkeypatch.setattr(sensitivity, "hf_per_layer_inputs", lambda model, embeddings, ids: torch.ones(2, 3, 2, 5))
+
+    def outputs(has_them: bool, returned: torch.Tensor | None) -> dict:
+        session = SimpleNamespace(
+            prompt=SimpleNamespace(attention_mask=mask, last_index=torch.tensor([2, 1]), pixel_values=None),
+            reference=HFPrefill(torch.zeros(2, 3, 3), hidden_states=states, last_layer=states[0]),
+            ours=SimpleNamespace(all_logits=None, hidden_states=None, per_layer_inputs=returned, soft_tokens=None),
+            compared_positions=lambda: (torch.tensor([0, 1]), torch.tensor([2, 1]), None),
+            has_per_layer_inputs=has_them,
+            config="the config",
+            reference_model="float64",
+        )
+        return _reference_outputs(session)
+
+    ple = torch.zeros(2, 3, 2, 5)
+    assert "PLE" not in outputs(False, ple) and "PLE" not in outputs(True, None)
+    described, extract, compared = outputs(True, ple)["PLE"]
+    assert asked == ["the config"] and described == "per-layer inputs"
+    assert compared.shape == (5, 2, 5) and torch.equal(
+        extract(PortPrefill(torch.zeros(2, 3), per_layer_inputs=ple)), ple[mask.bool()]
+    )
