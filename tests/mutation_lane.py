@@ -109,6 +109,7 @@ EQUIVALENT: dict[str, str] = {
     ),
 }
 KILLED = ("killed", "caught by type check")
+SURVIVED = 0  # the exit code mutmut 3.8 keeps for a mutant whose tests all passed (None: not checked)
 NO_MUTANT = "no.mutant.has.this.name"
 
 
@@ -203,6 +204,22 @@ def wilson_interval(killed: int, judged: int) -> tuple[float, float]:
     return float(interval.low), float(interval.high)
 
 
+def forget_survivors(patterns: list[str], folder: Path = ROOT / "mutants") -> int:
+    """Clear the kept result of each survivor of ``patterns`` in mutmut's ``folder``, so it is judged
+    again: mutmut keeps a mutant's result while its function's source is unchanged, whatever the tests
+    became, so a survivor a new test kills would otherwise be reported every night. How many were cleared."""
+    cleared = 0
+    for meta in folder.rglob("*.meta"):
+        kept = json.loads(meta.read_text())
+        codes = kept["exit_code_by_key"]
+        again = [key for key, code in codes.items() if code == SURVIVED and any(fnmatch(key, p) for p in patterns)]
+        if again:
+            codes.update(dict.fromkeys(again, None))
+            meta.write_text(json.dumps(kept))
+            cleared += len(again)
+    return cleared
+
+
 def run_mutmut(patterns: list[str], minutes: float) -> bool:
     """``mutmut run`` over ``patterns`` for at most ``minutes`` (then stopped: what finished is kept);
     whether it ran (a failing test of the unmutated suite, for one, stops it before any mutant)."""
@@ -260,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     if not patterns:
         print("no mutated function touched: nothing to run")
         return 0
+    cleared = forget_survivors(patterns)
+    if cleared:
+        print(f"{cleared} survivors of earlier runs judged again against today's tests")
     ran = run_mutmut(patterns, args.minutes)
     summary = report(results(patterns), patterns)
     rate = "none run" if summary["kill_rate"] is None else f"{summary['kill_rate']:.1%}"

@@ -142,3 +142,23 @@ def test_the_mutants_are_generated_by_a_run_that_judges_none(monkeypatch):
     )
     with pytest.raises(RuntimeError, match=r"mutmut did not generate the mutants \(exit 1\)"):
         lane.every_mutant()
+
+
+def test_the_survivors_kept_from_an_earlier_run_are_judged_again(tmp_path):
+    """mutmut keeps a result while the function is unchanged, whatever the tests became: the lane
+    clears the survivors of the functions it runs (only those), so a new test's kill is seen."""
+    meta = tmp_path / "src" / "m.py.meta"
+    meta.parent.mkdir()
+    kept = {
+        "m.x_a__mutmut_1": 0,
+        "m.x_a__mutmut_2": 1,
+        "m.x_b__mutmut_1": 0,
+        "n.x_c__mutmut_1": 0,
+        "m.x_d__mutmut_1": None,
+    }
+    meta.write_text(json.dumps({"exit_code_by_key": kept, "durations_by_key": {"m.x_a__mutmut_1": 1.5}}))
+    assert lane.forget_survivors(["m.x_a*", "m.x_b__mutmut_1"], tmp_path) == 2
+    after = json.loads(meta.read_text())
+    assert after["exit_code_by_key"] == kept | {"m.x_a__mutmut_1": None, "m.x_b__mutmut_1": None}
+    assert after["durations_by_key"] == {"m.x_a__mutmut_1": 1.5}  # the rest of mutmut's record kept
+    assert lane.forget_survivors(["m.*"], tmp_path / "none yet") == 0  # no mutants folder: nothing kept
