@@ -60,9 +60,10 @@ def lowered(shapes: dict[str, tuple[int, int]], layers: int, group: int) -> tupl
     quantize_model_(module, qlinear_config="8da4w", qlinear_group_size=group)
     inputs = tuple(torch.randn(1, 1, width) for width in (HIDDEN, QUERIES, MLP))
     program = to_edge_transform_and_lower(torch.export.export(module, inputs), partitioner=[XnnpackPartitioner()])
-    method = Runtime.get().load_program(program.to_executorch().buffer).load_method("forward")
+    loaded = Runtime.get().load_program(program.to_executorch().buffer)  # held: its methods live in it
+    method = loaded.load_method("forward")
     weights = layers * sum(inp * out for inp, out in shapes.values())
-    return (lambda: method.execute(list(inputs))), weights * (0.5 + 2 / group)
+    return (lambda: (loaded, method.execute(list(inputs)))), weights * (0.5 + 2 / group)
 
 
 def main() -> None:
