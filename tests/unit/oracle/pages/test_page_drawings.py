@@ -32,7 +32,7 @@ class PageSnapshot(SingleFileSnapshotExtension):
     file_extension = "html"
     _write_mode = WriteMode.TEXT
 
-    def serialize(self, data, **kwargs):
+    def serialize(self, data: str, **kwargs: object) -> str:
         inlined = f"<style>\n{STYLESHEET}</style>"
         linked = '<link rel="stylesheet" href="../../../../../../src/gemma4_static/oracle/pages/page.css">'
         return super().serialize(data.replace(inlined, linked), **kwargs)
