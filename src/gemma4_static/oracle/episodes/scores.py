@@ -18,7 +18,7 @@ from ..numerics.metrics import measure
 from ..references.hf import hf_all_logits
 from ..references.recording import answered_or_none
 from ..references.samples import Prompt
-from ..results.report import Row
+from ..results.report import Row, counted
 from ..session.session import Session
 from .cases import Case, Score
 from .judgement import Judgement, Observed, Scored, hf_history_logits, hf_token_by_token_logits, judge
@@ -117,8 +117,7 @@ def _outcomes(length: int, results: list[tuple[Case, Any]]) -> tuple[list, list,
     failing = [f"{case.describe()}: raised {tb.strip().splitlines()[-1]}" for case, tb in raised]
     failing += [f"{case.describe()}: {outcome.first}" for case, outcome in judged if outcome.diverged]
     steps = results[0][0].steps
-    schedules = f"{len(results)} schedule{'s' if len(results) > 1 else ''}"
-    check = f"prompt {length}: {schedules}, chunk ends, last token, {steps} decode steps"
+    check = f"prompt {length}: {counted(len(results), 'schedule')}, chunk ends, last token, {steps} decode steps"
     if failing:
         check += f" [first: {failing[0]}]"
     return judged, raised, check, failing

@@ -25,6 +25,8 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..results.report import counted
+
 # Set in a process started under a kernel set, so that it can tell it already runs under one.
 MARKER = "GEMMA4_KERNEL_SET"
 
@@ -100,7 +102,7 @@ def active_kernels() -> str:
     threads = torch.get_num_threads()
     started = os.environ.get(MARKER)
     prefix = f"kernel set {started}, " if started else ""
-    return f"{prefix}ATen {torch.backends.cpu.get_cpu_capability()}, {threads} thread{'s' if threads > 1 else ''}"
+    return f"{prefix}ATen {torch.backends.cpu.get_cpu_capability()}, {counted(threads, 'thread')}"
 
 
 def check_active(name: str) -> None:

@@ -1,5 +1,7 @@
-"""What a sensitivity sweep compares for a port that returns only each row's last logits (the
-numerics and ports lanes run real sweeps): the float64 logits at each row's own last valid token."""
+"""What a sensitivity sweep compares with float64 for each output a port returns (the numerics and ports
+lanes run real sweeps): the logits at each row's last valid token, or at the compared positions; each
+hidden state at the valid positions, the last after the final norm; the per-layer inputs where the
+model has them."""
 
 from __future__ import annotations
 
@@ -12,19 +14,31 @@ from gemma4_static.oracle.flow.sensitivity import _reference_outputs
 from gemma4_static.oracle.references.hf import HFPrefill
 from gemma4_static.ports import PortPrefill
 
+LAST_INDEX = torch.tensor([4, 2])
+MASK = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])  # the second row right-padded after 3 tokens
+
+
+def _session(reference: HFPrefill, *, mask: torch.Tensor = MASK, **exposed: object) -> SimpleNamespace:
+    """A session over a prompt of ``mask`` whose port returns ``exposed`` (the rest ``None``) and whose
+    compared positions are each row's last valid token (``session.model`` and ``config`` named)."""
+    last = mask.sum(dim=1) - 1
+    outputs = dict.fromkeys(("all_logits", "hidden_states", "per_layer_inputs", "soft_tokens")) | exposed
+    return SimpleNamespace(
+        prompt=SimpleNamespace(attention_mask=mask, last_index=last, pixel_values=None),
+        reference=reference,
+        ours=SimpleNamespace(**outputs),
+        compared_positions=lambda: (torch.arange(mask.shape[0]), last, None),
+        has_per_layer_inputs=False,
+        model="the model",
+        config="the config",
+        reference_model="float64",
+    )
+
 
 def test_a_port_without_every_positions_logits_is_compared_at_each_rows_last_token():
     logits = torch.arange(2 * 5 * 3, dtype=torch.float64).reshape(2, 5, 3)
-    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])  # the second row right-padded after 3 tokens
     reference = HFPrefill(logits, hidden_states=(torch.zeros(2, 5, 4),), last_layer=torch.zeros(2, 5, 4))
-    session = SimpleNamespace(
-        prompt=SimpleNamespace(attention_mask=mask, last_index=torch.tensor([4, 2]), pixel_values=None),
-        reference=reference,
-        ours=SimpleNamespace(all_logits=None, hidden_states=None, per_layer_inputs=None, soft_tokens=None),
-        compared_positions=lambda: (torch.tensor([0, 1]), torch.tensor([4, 2]), None),
-        has_per_layer_inputs=False,
-    )
-    outputs = _reference_outputs(session)
+    outputs = _reference_outputs(_session(reference))
     assert list(outputs) == ["logits"]
     described, extract, compared = outputs["logits"]
     assert described == "logits at each row's last valid token"
@@ -36,27 +50,16 @@ def test_a_port_without_every_positions_logits_is_compared_at_each_rows_last_tok
 def test_a_ports_hidden_states_are_each_compared_with_hfs_at_the_valid_positions(monkeypatch):
     """The embeddings and each layer's output as they are, the last layer's after the model's final
     norm (a port returns it before the norm, as HF's ``output_hidden_states`` keeps it)."""
-    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
     states = tuple(torch.randn(2, 5, 4, dtype=torch.float64) for _ in range(4))  # embeddings, 2 layers, final
     reference = HFPrefill(torch.zeros(2, 5, 3), hidden_states=states, last_layer=states[-1])
-    session = SimpleNamespace(
-        prompt=SimpleNamespace(attention_mask=mask, last_index=torch.tensor([4, 2]), pixel_values=None),
-        reference=reference,
-        ours=SimpleNamespace(
-            all_logits=torch.zeros(2, 5, 3), hidden_states=(1,), per_layer_inputs=None, soft_tokens=None
-        ),
-        compared_positions=lambda: (torch.tensor([0, 1]), torch.tensor([4, 2]), None),
-        has_per_layer_inputs=False,
-        model="the model",
-    )
     monkeypatch.setattr(sensitivity, "text_module", {"the model": SimpleNamespace(norm=lambda hidden: 2 * hidden)}.get)
-    outputs = _reference_outputs(session)
+    outputs = _reference_outputs(_session(reference, all_logits=torch.zeros(2, 5, 3), hidden_states=(1,)))
     assert list(outputs) == ["logits", "embeddings", "last layer", "layer 0", "layer 1"]
     described, extract, compared = outputs["logits"]  # every position's logits, at the compared positions
     assert described == "logits" and torch.equal(compared, reference.logits[[0, 1], [4, 2]])
     every = torch.randn(2, 5, 3)
     assert torch.equal(extract(PortPrefill(torch.zeros(2, 3), all_logits=every)), every[[0, 1], [4, 2]])
-    valid = mask.bool()
+    valid = MASK.bool()
     before_norm = (*states[:-1], states[-1] / 2)
     ours = PortPrefill(torch.zeros(2, 3), hidden_states=before_norm)
     for name, index in (("embeddings", 0), ("layer 0", 1), ("layer 1", 2), ("last layer", 3)):
@@ -72,15 +75,9 @@ def test_the_per_layer_inputs_are_compared_where_the_model_has_them_and_the_port
     monkeypatch.setattr(sensitivity, "hf_per_layer_inputs", lambda model, embeddings, ids: torch.ones(2, 3, 2, 5))
 
     def outputs(has_them: bool, returned: torch.Tensor | None) -> dict:
-        session = SimpleNamespace(
-            prompt=SimpleNamespace(attention_mask=mask, last_index=torch.tensor([2, 1]), pixel_values=None),
-            reference=HFPrefill(torch.zeros(2, 3, 3), hidden_states=states, last_layer=states[0]),
-            ours=SimpleNamespace(all_logits=None, hidden_states=None, per_layer_inputs=returned, soft_tokens=None),
-            compared_positions=lambda: (torch.tensor([0, 1]), torch.tensor([2, 1]), None),
-            has_per_layer_inputs=has_them,
-            config="the config",
-            reference_model="float64",
-        )
+        reference = HFPrefill(torch.zeros(2, 3, 3), hidden_states=states, last_layer=states[0])
+        session = _session(reference, mask=mask, per_layer_inputs=returned)
+        session.has_per_layer_inputs = has_them
         return _reference_outputs(session)
 
     ple = torch.zeros(2, 3, 2, 5)
