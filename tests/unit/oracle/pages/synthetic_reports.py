@@ -34,7 +34,10 @@ def mask_detail() -> str:
     return mask_diagram(ours, theirs, torch.ones(1, 4, dtype=torch.bool), "masks prefill sliding_attention")
 
 
-def synthetic_document(*, failing: bool = True, incomplete: str | None = None) -> dict:
+def synthetic_document(*, failing: bool = True, incomplete: str | None = None, more: tuple[Row, ...] = ()) -> dict:
+    """A verify run's document: rows of each status (a failing mask with its diagram unless not
+    ``failing``), ``more`` rows after them, the layer, position and grid figures; its counts and
+    coverage computed from its rows as ``verify`` computes them."""
     rows = [
         Row("masks prefill", "full_attention eager", "mismatched entries", 0, 0, group="prefill-masks"),
         Row(
@@ -51,6 +54,7 @@ def synthetic_document(*, failing: bool = True, incomplete: str | None = None) -
         Row("decode steps", "1 rows x 15 steps", "max abs diff", math.nan, 5e-4, group="decode"),
         Row("generation", "matched prefix", "matched prefix", 15, math.inf, group="decode"),
         Row("export", "the rest of this group", "not checked", math.nan, math.nan, skipped="no export", group="export"),
+        *more,
     ]
     figures = {
         "layers": layer_points(

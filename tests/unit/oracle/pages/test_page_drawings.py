@@ -54,22 +54,19 @@ GROUPS = [{"group": name, "kl_mean": kl} for name, kl in (("layer 0", 0.003), ("
 SWEEP = {"scheme": "a16w8", "baseline": {"kl_mean": 0.005}, "ranked": {"only": GROUPS, "all but": GROUPS}}
 
 
-def _two_rows_differ() -> dict:
+def _two_rows_differ() -> Row:
     """A failing mask row whose diagram has two query rows, a key wrong in each."""
     ours = torch.tril(torch.ones(1, 1, 5, 5, dtype=torch.bool))
     theirs = ours.clone()
     theirs[0, 0, 3, 0] = theirs[0, 0, 4, 1] = False
     detail = mask_diagram(ours, theirs, torch.ones(1, 5, dtype=torch.bool), "masks decode sliding_attention")
-    return Row(
-        "masks decode", "sliding_attention, step 2", "mismatched entries", 2, 0, detail, group="decode-masks"
-    ).as_dict()
+    return Row("masks decode", "sliding_attention, step 2", "mismatched entries", 2, 0, detail, group="decode-masks")
 
 
 def test_the_verify_page_with_every_picture(page_snapshot):
     """Rows of each status, mask diagrams of one and two rows, the layer and position plots, the
     grid, a fuzz shard of each status and the sensitivity chart."""
-    document = synthetic_document()
-    document |= {"rows": [*document["rows"], _two_rows_differ()], "fuzz": SHARDS, "sensitivity": SWEEP}
+    document = synthetic_document(more=(_two_rows_differ(),)) | {"fuzz": SHARDS, "sensitivity": SWEEP}
     document["figures"]["grid"] += [  # a passing cell in each shade, one at its gate
         grid_cell(9, schedule, f"[{index}]", "pass", value=value, tolerance=5e-4)
         for index, (schedule, value) in enumerate(
