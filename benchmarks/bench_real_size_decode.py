@@ -2,7 +2,9 @@
 HF's own ``DynamicCache`` step, this runtime's PyTorch backend, and its ExecuTorch one-program
 bundle in float and with its projections and LM head in ``8da4w`` (int8 dynamic activations, int4
 weights in groups of 32, quantized by ExecuTorch's own ``quantize_model_`` as its LLM export does;
-a speed figure, not a profile verify judges).
+a speed figure, not a profile verify judges), its layers' projections of one input as separate
+products (``executorch-8da4w``) or stacked into one (``executorch-8da4w-stacked``: q|k|v and gate|up,
+``DecoderLayer.stack_projections``).
 
 The checkpoint (``write_real_size_checkpoint.py``; written first when the folder holds none) is
 loaded as verify loads it: memory-mapped, converted to ``--dtype`` but for the per-layer-embedding
@@ -17,7 +19,7 @@ machine's figure moves between runs, so a side is only compared with its own pha
 med`` divides by the limit at the probe's median instead, the same statistic as the steps'.
 
     python benchmarks/bench_real_size_decode.py DIR [--layers 10] [--max-seq 1024] [--prompt 256] [--steps 8]
-        [--sides executorch executorch-8da4w]
+        [--sides executorch executorch-8da4w executorch-8da4w-stacked]  (default: the two 8da4w sides)
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from gemma4_static.runtime import StaticGemma4Runtime
 GROUP = 32  # int4 weights per scale (ExecuTorch's 8da4w export uses 32 too)
 INT4_BYTES = 0.5 + 2 / GROUP  # a weight in 4 bits and a bfloat16 scale per group (XNNPACK's qb4w)
 SUM_BYTES = 2 << 30  # the bandwidth probe: far past any cache
+SIDES = ("executorch", "executorch-8da4w", "executorch-8da4w-stacked")  # the ExecuTorch sides, each in its phase
 
 
 def seconds(call: Callable[[], object]) -> float:
@@ -96,12 +99,15 @@ class QuantizedHead(nn.Module):
         return self.linear(normed)
 
 
-def quantized_8da4w(runtime: StaticGemma4Runtime) -> None:
+def quantized_8da4w(runtime: StaticGemma4Runtime, *, stacked: bool) -> None:
     """``runtime``'s projections (the decoder layers' and the per-layer inputs' projection of the
-    embeddings) and LM head replaced by 8da4w copies (the HF model's stay float)."""
+    embeddings) and LM head replaced by 8da4w copies (the HF model's stay float); ``stacked``: each
+    layer's projections of one input stacked first (a copy themselves)."""
     from executorch.extension.llm.export.quantize import quantize_model_
 
     for layer in runtime.modules.layers:
+        if stacked:
+            layer.stack_projections()
         for name, child in list(layer.named_children()):
             if isinstance(child, nn.Linear):
                 setattr(layer, name, copy.deepcopy(child))
@@ -128,7 +134,9 @@ def main() -> None:
     parser.add_argument("--max-seq", type=int, default=1024)
     parser.add_argument("--prompt", type=int, default=256)
     parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--sides", nargs="*", default=["executorch", "executorch-8da4w"])
+    parser.add_argument(
+        "--sides", nargs="*", default=["executorch-8da4w", "executorch-8da4w-stacked"], choices=SIDES
+    )
     args = parser.parse_args()
     os.environ.setdefault("GEMMA4_STATIC_PROGRAM_CACHE", "off")  # no multi-GB program in the user's cache
     torch.set_grad_enabled(False)
@@ -172,8 +180,8 @@ def main() -> None:
         lowered = None
         if side is not None:
             runtime = StaticGemma4Runtime(model, max_seq=args.max_seq, backend="executorch")
-            if side == "executorch-8da4w":
-                quantized_8da4w(runtime)
+            if "8da4w" in side:
+                quantized_8da4w(runtime, stacked=side.endswith("stacked"))
             lowered = seconds(lambda runtime=runtime: runtime.prefill(prompt.input_ids, prompt.attention_mask))
             sides[side] = lambda runtime=runtime: runtime.decode_one(token)
         sides["read probe"] = probe
@@ -187,7 +195,7 @@ def main() -> None:
         bandwidth = SUM_BYTES / min(times["read probe"])  # the fastest read of the phase: the tightest limit
         typical = SUM_BYTES / statistics.median(times["read probe"])  # the median read, as the steps' median
         for name in ("HF", "PyTorch", "PyTorch packed") if side is None else [side]:
-            read = int4_bytes if name.endswith("8da4w") else float_bytes
+            read = int4_bytes if "8da4w" in name else float_bytes
             limit = read / bandwidth * 1e3
             cells = (
                 f"{ms[name]:.1f}",
