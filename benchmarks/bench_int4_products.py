@@ -7,7 +7,7 @@ one token, int4 weights quantized by ExecuTorch's own ``quantize_model_`` as the
 benchmark does. Sides, timed in turns with the read probe (a sum over a 1 GiB tensor; medians of
 each):
 
-- each group size asked (``--groups``, default 32 and 128: ExecuTorch's LLM export uses 32);
+- each group size asked (``--groups``, default 32 and 128: ExecuTorch's Gemma 4 export defaults to 128);
 - ``fused``: the same bytes in fewer products (q, k and v as one, gate and up as one; groups of 32),
   what a bundle that concatenated those weights would run.
 

@@ -1,10 +1,9 @@
 """Per-token decode at Gemma 4 E2B's real widths against the bandwidth limit, side by side in one run:
 HF's own ``DynamicCache`` step, this runtime's PyTorch backend, and its ExecuTorch one-program
 bundle in float and with its projections and LM head in ``8da4w`` (int8 dynamic activations, int4
-weights in groups of 32, quantized by ExecuTorch's own ``quantize_model_`` as its LLM export does;
-a speed figure, not a profile verify judges), its layers' projections of one input as separate
-products (``executorch-8da4w``) or stacked into one (``executorch-8da4w-stacked``: q|k|v and gate|up,
-``DecoderLayer.stack_projections``).
+weights in groups of ``--group``, by default 128 as ExecuTorch's Gemma 4 export quantizes them, by
+its own ``quantize_model_``;
+a speed figure, not a profile verify judges).
 
 The checkpoint (``write_real_size_checkpoint.py``; written first when the folder holds none) is
 loaded as verify loads it: memory-mapped, converted to ``--dtype`` but for the per-layer-embedding
@@ -19,7 +18,7 @@ machine's figure moves between runs, so a side is only compared with its own pha
 med`` divides by the limit at the probe's median instead, the same statistic as the steps'.
 
     python benchmarks/bench_real_size_decode.py DIR [--layers 10] [--max-seq 1024] [--prompt 256] [--steps 8]
-        [--sides executorch executorch-8da4w executorch-8da4w-stacked]  (default: the two 8da4w sides)
+        [--group 128] [--sides executorch executorch-8da4w]  (default: the 8da4w side)
 """
 
 from __future__ import annotations
@@ -38,16 +37,16 @@ from timing import machine
 from torch import nn
 from write_real_size_checkpoint import write
 
+from gemma4_static.executorch.program_cache import forget_programs
 from gemma4_static.oracle.references.checkpoints import load_checkpoint
 from gemma4_static.oracle.references.models import e2b_real_text_config
 from gemma4_static.oracle.references.samples import text_prompt
 from gemma4_static.oracle.references.streamed import converted
 from gemma4_static.runtime import StaticGemma4Runtime
 
-GROUP = 32  # int4 weights per scale (ExecuTorch's 8da4w export uses 32 too)
-INT4_BYTES = 0.5 + 2 / GROUP  # a weight in 4 bits and a bfloat16 scale per group (XNNPACK's qb4w)
+GROUP = 128  # int4 weights per scale: ExecuTorch's Gemma 4 export's default (export_gemma4.py --group_size)
 SUM_BYTES = 2 << 30  # the bandwidth probe: far past any cache
-SIDES = ("executorch", "executorch-8da4w", "executorch-8da4w-stacked")  # the ExecuTorch sides, each in its phase
+SIDES = ("executorch", "executorch-8da4w")  # the ExecuTorch sides, each in its own phase
 
 
 def seconds(call: Callable[[], object]) -> float:
@@ -62,10 +61,15 @@ def read_probe() -> Callable[[], object]:
     return probe.sum
 
 
-def bytes_per_step(model: nn.Module, quantized: bool = False) -> int:
+def int4_bytes(group: int) -> float:
+    """Bytes of a weight in int4: 4 bits and a bfloat16 scale per ``group`` weights (XNNPACK's qb4w)."""
+    return 0.5 + 2 / group
+
+
+def bytes_per_step(model: nn.Module, group: int | None = None) -> int:
     """Bytes of weights one decode step reads: every parameter once (by storage: the LM head tied to
     the token table is one matrix, read whole), an embedding table's one row unless the LM head reads
-    it whole; ``quantized``: every 2-D weight but the tables in int4 (:data:`INT4_BYTES` a weight)."""
+    it whole; with ``group``: every 2-D weight but the tables in int4 in groups of ``group``."""
     head = model.get_output_embeddings().weight
     rows = {
         module.weight.data_ptr(): module.weight[0]
@@ -79,8 +83,8 @@ def bytes_per_step(model: nn.Module, quantized: bool = False) -> int:
         seen.add(parameter.data_ptr())
         if parameter.data_ptr() in rows:
             total += rows[parameter.data_ptr()].nbytes
-        elif quantized and parameter.dim() == 2:
-            total += int(parameter.numel() * INT4_BYTES)
+        elif group is not None and parameter.dim() == 2:
+            total += int(parameter.numel() * int4_bytes(group))
         else:
             total += parameter.nbytes
     return total
@@ -99,15 +103,12 @@ class QuantizedHead(nn.Module):
         return self.linear(normed)
 
 
-def quantized_8da4w(runtime: StaticGemma4Runtime, *, stacked: bool) -> None:
+def quantized_8da4w(runtime: StaticGemma4Runtime, *, group: int) -> None:
     """``runtime``'s projections (the decoder layers' and the per-layer inputs' projection of the
-    embeddings) and LM head replaced by 8da4w copies (the HF model's stay float); ``stacked``: each
-    layer's projections of one input stacked first (a copy themselves)."""
+    embeddings) and LM head replaced by 8da4w copies in groups of ``group`` (the HF model's stay float)."""
     from executorch.extension.llm.export.quantize import quantize_model_
 
     for layer in runtime.modules.layers:
-        if stacked:
-            layer.stack_projections()
         for name, child in list(layer.named_children()):
             if isinstance(child, nn.Linear):
                 setattr(layer, name, copy.deepcopy(child))
@@ -116,7 +117,7 @@ def quantized_8da4w(runtime: StaticGemma4Runtime, *, stacked: bool) -> None:
     projection = nn.Linear(*reversed(per_layer.projection.shape), bias=False, dtype=per_layer.projection.dtype)
     projection.weight = nn.Parameter(per_layer.projection.detach().clone(), requires_grad=False)
     targets = nn.ModuleList([*runtime.modules.layers, runtime.modules.lm_head, projection])
-    quantize_model_(targets, qlinear_config="8da4w", qlinear_group_size=GROUP, skip_incompatible_shapes=True)
+    quantize_model_(targets, qlinear_config="8da4w", qlinear_group_size=group, skip_incompatible_shapes=True)
     per_layer.projection = projection.weight  # read by F.linear: the quantized weight's own linear
 
 
@@ -134,9 +135,8 @@ def main() -> None:
     parser.add_argument("--max-seq", type=int, default=1024)
     parser.add_argument("--prompt", type=int, default=256)
     parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument(
-        "--sides", nargs="*", default=["executorch-8da4w", "executorch-8da4w-stacked"], choices=SIDES
-    )
+    parser.add_argument("--group", type=int, default=GROUP, help="int4 weights per scale in the 8da4w sides")
+    parser.add_argument("--sides", nargs="*", default=["executorch-8da4w"], choices=SIDES)
     args = parser.parse_args()
     os.environ.setdefault("GEMMA4_STATIC_PROGRAM_CACHE", "off")  # no multi-GB program in the user's cache
     torch.set_grad_enabled(False)
@@ -147,7 +147,7 @@ def main() -> None:
     probe = read_probe()
     print(
         f"{args.folder}: {config.num_hidden_layers} layers of E2B's real widths, {args.dtype}; max_seq "
-        f"{args.max_seq}, prompt {args.prompt}, batch 1; {machine()}"
+        f"{args.max_seq}, prompt {args.prompt}, batch 1; 8da4w in groups of {args.group}; {machine()}"
     )
     prompt = text_prompt(config, [args.prompt])
     token = torch.full((1, 1), 7)
@@ -156,7 +156,7 @@ def main() -> None:
     pytorch.prefill(prompt.input_ids, prompt.attention_mask)
     packed = StaticGemma4Runtime(model, max_seq=args.max_seq, backend="torch-packed")
     packed.prefill(prompt.input_ids, prompt.attention_mask)
-    float_bytes, int4_bytes = bytes_per_step(model), bytes_per_step(model, quantized=True)
+    float_bytes, quantized_bytes = bytes_per_step(model), bytes_per_step(model, group=args.group)
     header = (
         "side",
         "ms/token",
@@ -180,8 +180,8 @@ def main() -> None:
         lowered = None
         if side is not None:
             runtime = StaticGemma4Runtime(model, max_seq=args.max_seq, backend="executorch")
-            if "8da4w" in side:
-                quantized_8da4w(runtime, stacked=side.endswith("stacked"))
+            if side == "executorch-8da4w":
+                quantized_8da4w(runtime, group=args.group)
             lowered = seconds(lambda runtime=runtime: runtime.prefill(prompt.input_ids, prompt.attention_mask))
             sides[side] = lambda runtime=runtime: runtime.decode_one(token)
         sides["read probe"] = probe
@@ -195,7 +195,7 @@ def main() -> None:
         bandwidth = SUM_BYTES / min(times["read probe"])  # the fastest read of the phase: the tightest limit
         typical = SUM_BYTES / statistics.median(times["read probe"])  # the median read, as the steps' median
         for name in ("HF", "PyTorch", "PyTorch packed") if side is None else [side]:
-            read = int4_bytes if "8da4w" in name else float_bytes
+            read = quantized_bytes if name.endswith("8da4w") else float_bytes
             limit = read / bandwidth * 1e3
             cells = (
                 f"{ms[name]:.1f}",
@@ -212,6 +212,7 @@ def main() -> None:
             print(f"{name:>16} " + " ".join(f"{cell:>10}" for cell in cells), flush=True)
         sides.clear()
         runtime = None
+        forget_programs()  # the process's program cache holds each program and what it was lowered from
         gc.collect()
 
 

@@ -24,7 +24,6 @@ from gemma4_static.oracle.faults.catalogue import faults_named
 from gemma4_static.oracle.faults.self_test import format_result, run_fault
 from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.references.hf import hf_decode_logits, hf_prefill
-from gemma4_static.oracle.references.samples import text_prompt
 from gemma4_static.oracle.results.report import assert_rows_pass, merge
 from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
@@ -100,25 +99,6 @@ def test_a_shifted_mask_from_the_glue_fails_the_executorch_rows(text_setup, tiny
     tokens = torch.randint(3, 400, (2, 4), generator=torch.Generator().manual_seed(3))
     rows = parity.decode_rows(tiny_model, StaticRuntimePort.around(runtime, tiny_model.config), prompt, tokens, FP32)
     assert any(row.failed for row in rows)
-
-
-@pytest.mark.nightly  # a program of its own: about 100 s of lowering with an empty cache
-def test_the_one_program_of_stacked_projections_matches_hf(tiny_model, report):
-    """The one program lowered from layers whose q|k|v and gate|up are one product each (what the
-    real-size ``8da4w`` decode benchmark lowers: XNNPACK pays a cost per product), against HF at the
-    float32 tolerance, a text prompt of two rows decoded past the sliding window."""
-    prompt = text_prompt(tiny_model.config, [7, 3], seed=4)
-    runtime = StaticGemma4Runtime(tiny_model, max_seq=24, batch_size=2, backend="executorch")
-    for layer in runtime.modules.layers:
-        layer.stack_projections()
-    theirs = hf_prefill(tiny_model, prompt).logits[torch.arange(2), prompt.last_index]
-    rows = parity.logits_rows(runtime.prefill(prompt.input_ids, prompt.attention_mask), theirs, FP32)
-    tokens = torch.randint(3, 400, (2, 12), generator=torch.Generator().manual_seed(3))
-    rows += parity.decode_rows(tiny_model, StaticRuntimePort.around(runtime, tiny_model.config), prompt, tokens, FP32)
-    compared = [row for row in rows if row.metric == "max abs diff"]
-    assert len(compared) == 3 and set(runtime.program.methods()) == {"prefill", "decode"}
-    assert_rows_pass(rows)
-    report(f"ExecuTorch one program, stacked projections: logits vs HF {max(row.value for row in compared):.3g}")
 
 
 @pytest.mark.nightly  # the traced twin is a program of its own: about 70 s of lowering with an empty cache

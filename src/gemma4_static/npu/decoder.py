@@ -5,9 +5,7 @@ Computed with plain torch ops from the layer's weights (no HF attention, decoder
 per-layer-input size (0 without per-layer embeddings), ``D`` head dim of the layer's type.
 
 The layer's weights say which sub-blocks it has: attention, the dense MLP, a mixture-of-experts
-block beside it (:mod:`.experts`) or not, a per-layer-input block or not. Its projections of one
-input (q, k, v; gate, up) run as separate products over the model's weights, or, once
-:meth:`DecoderLayer.stack_projections` is called, as one product each over their weights stacked.
+block beside it (:mod:`.experts`) or not, a per-layer-input block or not.
 """
 
 from __future__ import annotations
@@ -48,8 +46,6 @@ class DecoderLayer(nn.Module):
         self.q_proj, self.o_proj, self.q_norm = weights.q_proj, weights.o_proj, weights.q_norm
         self.k_proj, self.v_proj, self.k_norm = weights.k_proj, weights.v_proj, weights.k_norm  # v_proj None: K = V
         self.gate_proj, self.up_proj, self.down_proj = weights.gate_proj, weights.up_proj, weights.down_proj
-        self.qkv_proj: StackedProjections | None = None  # set by stack_projections, in place of q/k/v_proj
-        self.gate_up_proj: StackedProjections | None = None  # likewise, in place of gate_proj and up_proj
         self.input_norm = weights.input_norm
         self.post_attention_norm = weights.post_attention_norm
         self.pre_feedforward_norm = weights.pre_feedforward_norm
@@ -66,35 +62,13 @@ class DecoderLayer(nn.Module):
         """``P``: the width of this layer's per-layer input (0 without per-layer embeddings)."""
         return 0 if self.ple_gate is None else self.ple_gate.out_features
 
-    def stack_projections(self) -> None:
-        """From here on, q, k and v (those the layer has) run as one product, and gate and up as one:
-        their weights stacked into a copy (:class:`StackedProjections`), the separate projections
-        dropped from the layer. What is computed is unchanged (each output is the same dot product);
-        a backend that pays a cost per product (XNNPACK's int4 products: a quarter of their time at
-        E2B's widths, ``benchmarks/bench_int4_products.py``) runs fewer. Idempotent."""
-        attention = [p for p in (self.q_proj, self.k_proj, self.v_proj) if p is not None]
-        if len(attention) > 1:  # a layer that reuses K/V has q alone
-            self.qkv_proj = StackedProjections(*attention)
-            self.q_proj = self.k_proj = self.v_proj = None
-        if self.gate_up_proj is None:
-            self.gate_up_proj = StackedProjections(self.gate_proj, self.up_proj)
-            self.gate_proj = self.up_proj = None
-
-    def attention_products(self, normed: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """The q, k and v projections' products ``(B, S, heads * D)``, ``(B, S, kv_heads * D)`` of
-        ``normed (B, S, H)``: q alone for a layer that reuses K/V, q and k when K = V."""
-        if self.qkv_proj is not None:
-            return self.qkv_proj(normed)
-        return tuple(projection(normed) for projection in (self.q_proj, self.k_proj, self.v_proj) if projection is not None)
-
-    def keys_and_values(
-        self, key: torch.Tensor, value: torch.Tensor | None, cos: torch.Tensor, sin: torch.Tensor
+    def project_kv(
+        self, normed: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """This layer's K and V ``(B, kv_heads, S, D)`` from the k and v projections' products ``(B, S,
-        kv_heads * D)`` (``value`` ``None``: K = V, the values from the k product)."""
-        shape = (*key.shape[:2], -1, self.head_dim)
-        key = key.view(shape)
-        value = key if value is None else value.view(shape)
+        """This layer's K and V ``(B, kv_heads, S, D)`` for normed hidden states ``(B, S, H)``."""
+        shape = (*normed.shape[:2], -1, self.head_dim)
+        key = self.k_proj(normed).view(shape)
+        value = self.v_proj(normed).view(shape) if self.v_proj is not None else key
         key = apply_rope(rms_norm(key, self.k_norm, self.eps), cos, sin)
         value = rms_norm(value, None, self.eps)
         return key.transpose(1, 2), value.transpose(1, 2)
@@ -124,13 +98,12 @@ class DecoderLayer(nn.Module):
         """The query ``(B, heads, S, D)`` and, for a producing layer, this step's K/V ``(B, kv_heads,
         S, D)`` (``None`` for a layer that reuses K/V)."""
         batch, length = hidden.shape[:2]
-        query, *key_and_value = self.attention_products(rms_norm(hidden, self.input_norm, self.eps))
-        query = query.view(batch, length, -1, self.head_dim)
+        normed = rms_norm(hidden, self.input_norm, self.eps)
+        query = self.q_proj(normed).view(batch, length, -1, self.head_dim)
         query = apply_rope(rms_norm(query, self.q_norm, self.eps), cos, sin).transpose(1, 2)
         if self.reuses_kv:
             return query, None, None
-        key, value = key_and_value if len(key_and_value) == 2 else (*key_and_value, None)
-        return query, *self.keys_and_values(key, value, cos, sin)
+        return query, *self.project_kv(normed, cos, sin)
 
     def attend_and_feed_forward(
         self,
@@ -154,8 +127,7 @@ class DecoderLayer(nn.Module):
         hidden = hidden + rms_norm(self.o_proj(attended), self.post_attention_norm, self.eps)
 
         normed = rms_norm(hidden, self.pre_feedforward_norm, self.eps)
-        gate, up = (self.gate_proj(normed), self.up_proj(normed)) if self.gate_up_proj is None else self.gate_up_proj(normed)
-        feedforward = self.down_proj(gelu_tanh(gate) * up)
+        feedforward = self.down_proj(gelu_tanh(self.gate_proj(normed)) * self.up_proj(normed))
         if self.experts is not None:
             feedforward = self.experts(feedforward, hidden)
         hidden = hidden + rms_norm(feedforward, self.post_feedforward_norm, self.eps)
@@ -175,11 +147,11 @@ class DecoderLayer(nn.Module):
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         length = 1 if mode == "decode" else length
         from_cache = mode != "prefill" or self.reuses_kv
-        dtype = self.o_proj.weight.dtype
+        dtype = self.q_proj.weight.dtype
         cache_shape = (batch, self.num_kv_heads, cache_slots, self.head_dim)
         cache = (torch.randn(cache_shape, generator=generator, dtype=dtype),) * 2
         return (
-            torch.randn(batch, length, self.o_proj.out_features, generator=generator, dtype=dtype),
+            torch.randn(batch, length, self.q_proj.in_features, generator=generator, dtype=dtype),
             torch.randn(batch, length, self.per_layer_input_size, generator=generator, dtype=dtype),
             torch.randn(batch, length, self.head_dim, generator=generator, dtype=dtype),
             torch.randn(batch, length, self.head_dim, generator=generator, dtype=dtype),
@@ -187,25 +159,6 @@ class DecoderLayer(nn.Module):
             cache if from_cache else None,
             torch.arange(length).expand(batch, -1).contiguous(),
         )
-
-
-class StackedProjections(nn.Module):
-    """Bias-free projections of one input as one product: ``forward(x (..., in))`` returns ``(..., out_i)``
-    for each, in their order, split from one ``nn.Linear`` over their weights ``(out_i, in)`` stacked
-    (a copy; the projections themselves are not touched)."""
-
-    def __init__(self, *projections: nn.Linear) -> None:
-        super().__init__()
-        for projection in projections:
-            if type(projection) is not nn.Linear or projection.bias is not None:
-                raise TypeError(f"projections must be bias-free nn.Linear modules, got {projection!r}")
-        weight = torch.cat([projection.weight.detach() for projection in projections])
-        self.linear = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device="meta", dtype=weight.dtype)
-        self.linear.weight = nn.Parameter(weight, requires_grad=False)
-        self.sizes = tuple(projection.out_features for projection in projections)
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return self.linear(x).split(self.sizes, dim=-1)
 
 
 def place_in_cache(

@@ -19,11 +19,11 @@ from .faults import Fault
 def _key_as_value(original: Callable) -> Callable:
     """On a K = V layer, attend over the rotated, k-normed keys as values (the K cache read as V)."""
 
-    def keys_and_values(layer: Any, key: torch.Tensor, value: torch.Tensor | None, *rope: torch.Tensor) -> tuple:
-        keys, values = original(layer, key, value, *rope)
-        return (keys, keys) if value is None else (keys, values)
+    def project_kv(layer: Any, normed: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple:
+        key, value = original(layer, normed, cos, sin)
+        return (key, key) if layer.v_proj is None else (key, value)
 
-    return keys_and_values
+    return project_kv
 
 
 def _sliding_kv_heads_everywhere(original: Callable) -> Callable:
@@ -80,7 +80,7 @@ FAMILY_FAULTS: tuple[Fault, ...] = (
     Fault(
         "k-cache-as-v",
         "K = V full layers attend over the rotated, k-normed keys as values instead of v_norm(k_proj(x))",
-        ((decoder.DecoderLayer, "keys_and_values", _key_as_value),),
+        ((decoder.DecoderLayer, "project_kv", _key_as_value),),
         needs_text="attention_k_eq_v",
     ),
     Fault(

@@ -35,14 +35,15 @@ from gemma4_static.spec import FULL_ATTENTION, SLIDING_ATTENTION, LayerTypeSpec
 def test_k_cache_as_v_reads_the_keys_as_values_on_k_eq_v_layers_only():
     calls = []
 
-    def keys_and_values(layer, key, value, cos, sin):
-        calls.append((layer, key, value, cos, sin))
-        return "keys", "values"
+    def project_kv(layer, normed, cos, sin):
+        calls.append((layer, normed, cos, sin))
+        return "key", "value"
 
-    patched = _key_as_value(keys_and_values)
-    assert patched("layer", "k product", None, 2, 3) == ("keys", "keys")
-    assert patched("layer", "k product", "v product", 5, 6) == ("keys", "values")
-    assert calls == [("layer", "k product", None, 2, 3), ("layer", "k product", "v product", 5, 6)]
+    patched = _key_as_value(project_kv)
+    k_eq_v, separate = SimpleNamespace(v_proj=None), SimpleNamespace(v_proj=object())
+    assert patched(k_eq_v, 1, 2, 3) == ("key", "key")
+    assert patched(separate, 4, 5, 6) == ("key", "value")
+    assert calls == [(k_eq_v, 1, 2, 3), (separate, 4, 5, 6)]
 
 
 def test_decode_kv_heads_tiled_gives_head_h_the_kv_head_h_mod_kv_heads_in_decode_only():
