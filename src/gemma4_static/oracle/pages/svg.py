@@ -26,9 +26,10 @@ def _log_position(relative: float | None, top: float) -> float:
 
 def error_plot(points: Sequence[dict[str, Any]], *, x_key: str, x_label: str, title: str, series_key: str = "") -> str:
     """Each point's error relative to its gate (``relative``; log axis, 1 = the gate) against its
-    ``x_key`` value: a line per ``series_key`` value (one line without it), failing points as
-    crosses, HF's own (``hf_relative``) dashed where the report has it; each point's numbers in its
-    tooltip (dots drawn for up to 80 points a line)."""
+    ``x_key`` value: a line per ``series_key`` value (one line without it) through the points that
+    have one, failing points as crosses (one without a figure, a NaN, at the top of the axis), HF's
+    own (``hf_relative``) dashed where the report has it; each point's numbers in its tooltip (dots
+    drawn for up to 80 points a line)."""
     if not points:
         return ""
     values = [v for point in points for v in (point.get("relative"), point.get("hf_relative")) if v is not None]
@@ -54,11 +55,14 @@ def error_plot(points: Sequence[dict[str, Any]], *, x_key: str, x_label: str, ti
         lines.setdefault(point.get(series_key), []).append(point)  # without a key: one line, None
     for index, line in enumerate(lines.values()):
         for key, css in (("hf_relative", "hf"), ("relative", f"ours line-{index % 3}")):
-            if any(point.get(key) is not None for point in line):
-                path = " ".join("{:.1f},{:.1f}".format(*xy(point[x_key], point.get(key))) for point in line)
+            measured = [point for point in line if point.get(key) is not None]
+            if measured:
+                path = " ".join("{:.1f},{:.1f}".format(*xy(point[x_key], point[key])) for point in measured)
                 parts.append(f'<polyline points="{path}" class="series {css}"/>')
         for point in line:
-            x, y = xy(point[x_key], point.get("relative"))
+            if point.get("relative") is None and point["status"] != "FAIL":
+                continue  # compared nothing: no mark (a failing one without a figure, NaN, is marked at the top)
+            x, y = xy(point[x_key], top if point.get("relative") is None else point["relative"])
             tip = f"{x_label} {point[x_key]}" + (f" (row {point[series_key]})" if series_key else "")
             tip += f": {point['metric']} = {number(point['value'])} (gate {number(point['tolerance'])}"
             tip += f", HF {number(point['hf'])})" if point.get("hf") is not None else ")"

@@ -17,7 +17,7 @@ from gemma4_static.oracle.pages.compare import compare_reports
 from gemma4_static.oracle.pages.compare_page import compare_page
 from gemma4_static.oracle.pages.verify_page import verify_page
 from gemma4_static.oracle.results.diagrams import mask_diagram
-from gemma4_static.oracle.results.figures import grid_cell
+from gemma4_static.oracle.results.figures import grid_cell, layer_points, position_points
 from gemma4_static.oracle.results.report import Row
 from tests.unit.oracle.pages.synthetic_reports import BEFORE, report_row, synthetic_document, synthetic_report
 
@@ -73,6 +73,51 @@ def test_the_verify_page_with_every_picture(page_snapshot):
             [("policy", 1e-8), ("chunks of 1", 2.5e-6), ("chunks of 2W", 6e-5), ("chunks of 3", 5e-4)]
         )
     ]
+    assert verify_page(document) == page_snapshot
+
+
+def _low_precision_figures() -> dict:
+    """Figures at the plots' edges: 12 layers in two metrics (SQNR drawn, HF's own worse than the gate
+    at one layer, ours failing at another, one layer that compared nothing and one NaN), four batch rows of
+    positions starting at 3 (row 0 with 80 points, the most a line draws dots for) and a grid row
+    with a schedule missing between two it has."""
+    layers = [
+        [
+            Row(
+                "decoder layers",
+                f"layer {i}",
+                "SQNR dB",
+                40.0 - i,
+                30.0,
+                higher_is_better=True,
+                hf=25.0 if i == 3 else 41.0 - i,
+            ),
+            Row("decoder layers", f"layer {i}", "max abs diff", 1e-5 * (i + 1), 1e-4),
+        ]
+        for i in range(12)
+    ]
+    layers[7][0] = Row("decoder layers", "layer 7", "SQNR dB", 20.0, 30.0, higher_is_better=True, hf=33.0)
+    points = layer_points(layers)
+    points[2] = points[2] | {"value": None, "status": "SKIP"}  # layer 1: no mark, its line goes around it
+    points[18] = points[18] | {"value": None, "status": "FAIL"}  # layer 9: NaN, a cross at the top
+    places = [[0, p] for p in range(3, 83)] + [[row, p] for row in (1, 2, 3) for p in (3, 4, 5)]
+    errors = [1e-4 * (1 + p % 7) for p in range(80)] + [2e-4, 3e-3, 1e-4] * 3
+    cells = [
+        grid_cell(5, "policy", "[5]", "pass", value=1e-5, tolerance=5e-4),
+        grid_cell(7, "chunks of 1", "[1 x 7]", "pass", value=1e-5, tolerance=5e-4),
+        grid_cell(5, "chunks of 2W", "[12]", "fail", value=1e-2, tolerance=5e-4, first="position 3"),
+    ]
+    return {"layers": points, "positions": position_points(places, errors, 1e-3), "grid": cells}
+
+
+def test_the_verify_page_of_a_recorded_reference_merged_from_shards(page_snapshot):
+    """A run judged from a recorded reference, merged from two shards, its plots at their edges
+    (:func:`_low_precision_figures`)."""
+    document = synthetic_document(failing=False) | {
+        "reference": {"describe": "tiny float32 <recorded 2026-12-03>"},
+        "merged": {"shards": ["shard 1 of 2", "shard 2 of 2"]},
+    }
+    document["figures"] = _low_precision_figures()
     assert verify_page(document) == page_snapshot
 
 

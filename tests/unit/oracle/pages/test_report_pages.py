@@ -308,6 +308,15 @@ def test_each_change_keeps_both_rows_and_its_kind_at_the_half_db_edge():
     assert back.kind == "better" and back.loss_db == pytest.approx(-0.6)
 
 
+def test_exactly_half_a_db_is_a_change_and_just_under_it_is_not():
+    a = _one("PASS", 1e-5)
+    at_edge, under = 1e-5 * 10 ** (0.5 / 20), 1.0592537251772887e-05  # the float just under the edge's loss
+    (change,) = compare_reports(synthetic_report(a), synthetic_report(_one("PASS", at_edge))).changes
+    assert change.loss_db == 0.5 and change.kind == "worse"
+    (change,) = compare_reports(synthetic_report(a), synthetic_report(_one("PASS", under))).changes
+    assert change.loss_db < 0.5 and change.kind == "same"
+
+
 def test_a_threshold_of_zero_is_a_threshold():
     assert compare_reports(BEFORE, AFTER, threshold_db=0).threshold_db == 0
     assert compare_reports(BEFORE, AFTER, threshold_db=0.5).regressed

@@ -41,10 +41,32 @@ def test_the_error_plot_draws_a_point_of_its_line_per_layer_from_edge_to_edge():
     assert len(xs) == 10 and xs[0] == 56.0 and xs[-1] == 704.0 and xs == sorted(xs)  # the plot's left to right
 
 
-@pytest.mark.parametrize(("layers", "labels"), [(10, list(range(10))), (35, list(range(0, 35, 3)))])
+@pytest.mark.parametrize(
+    ("layers", "labels"),
+    [(10, list(range(10))), (12, list(range(12))), (13, list(range(0, 13, 2))), (35, list(range(0, 35, 3)))],
+)
 def test_the_error_plot_labels_the_layers_it_spans_and_no_other(layers, labels):
     svg = error_plot(_points(layers), x_key="layer", x_label="decoder layer", title="hidden states")
-    assert _axis_labels(svg) == [str(label) for label in labels]  # every layer up to 12, then every 3rd
+    assert _axis_labels(svg) == [str(label) for label in labels]  # every layer up to 12, then every ceil(n / 12)
+
+
+def test_no_points_no_plot():
+    assert error_plot([], x_key="layer", x_label="decoder layer", title="hidden states") == ""
+
+
+def test_a_point_that_compared_nothing_has_no_mark_and_a_nan_is_a_cross_at_the_top():
+    """A layer without a figure is not drawn at the axis' floor, where it would read as no error: a
+    SKIP has no mark and its line goes around it; a FAIL without a figure (NaN) is a cross at the top."""
+    points = _points(5)
+    points[1] = {**points[1], "relative": None, "value": None, "status": "SKIP"}
+    points[3] = {**points[3], "relative": None, "value": None, "status": "FAIL"}
+    svg = error_plot(points, x_key="layer", x_label="decoder layer", title="hidden states")
+    (line,) = re.findall(r'<polyline points="([^"]+)" class="series ours line-0"/>', svg)
+    assert len(line.split()) == 3  # layers 0, 2 and 4
+    assert len(re.findall(r'<circle [^>]*class="dot"', svg)) == 3
+    (cross,) = re.findall(r'<path d="M[\d.]+,([\d.]+)l', svg)
+    assert float(cross) + 5 == 16.0  # the plot's top edge
+    assert "layer 3: max abs = n/a (gate 0.0001) FAIL" in svg
 
 
 def test_every_label_of_the_error_plot_is_inside_the_picture():
