@@ -42,9 +42,12 @@ MUTMUT = [sys.executable, "-m", "mutmut"]
 EXPLAINERS = "src/gemma4_static/ports/adapters/*/port.py"  # of these files, only the explain methods
 # survivors that cannot change a verdict, each with the reason (a mutant's name: module.x_function__mutmut_N)
 EQUIVALENT: dict[str, str] = {
-    "gemma4_static.oracle.pages.compare.x__change__mutmut_69": (
-        "abs(loss) > 0.5 for >= 0.5: a measured loss (a ratio of two floats in dB) that lands on 0.5 exactly"
-        " is not a case a run meets, and a reader's half a dB is no sharper"
+    "gemma4_static.oracle.pages.compare.x__change__mutmut_76": (
+        "loss >= 0 for > 0 in the branch where abs(loss) >= 0.5: a loss there is never 0"
+    ),
+    "gemma4_static.oracle.pages.svg.x_error_plot__mutmut_121": (
+        "'{:.1F}' for '{:.1f}': they differ only for inf and nan, and a point's coordinates are finite (a"
+        " relative is finite or None, None placed at the floor; an infinite one would stop the plot before)"
     ),
     "gemma4_static.oracle.groups._shared.x_after_a_decode_step__mutmut_11": (
         "argmax over dim +1 for -1: a prefill's logits are (B, V), whose dim 1 is its last"
