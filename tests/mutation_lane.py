@@ -42,9 +42,6 @@ MUTMUT = [sys.executable, "-m", "mutmut"]
 EXPLAINERS = "src/gemma4_static/ports/adapters/*/port.py"  # of these files, only the explain methods
 # survivors that cannot change a verdict, each with the reason (a mutant's name: module.x_function__mutmut_N)
 EQUIVALENT: dict[str, str] = {
-    "gemma4_static.oracle.pages.compare.x__change__mutmut_76": (
-        "loss >= 0 for > 0 in the branch where abs(loss) >= 0.5: a loss there is never 0"
-    ),
     "gemma4_static.oracle.pages.svg.x_error_plot__mutmut_121": (
         "'{:.1F}' for '{:.1f}': they differ only for inf and nan, and a point's coordinates are finite (a"
         " relative is finite or None, None placed at the floor; an infinite one would stop the plot before)"

@@ -77,10 +77,10 @@ def test_the_verify_page_with_every_picture(page_snapshot):
 
 
 def _low_precision_figures() -> dict:
-    """Figures at the plots' edges: 12 layers in two metrics (SQNR drawn, HF's own worse than the gate
-    at one layer, ten times further than ours ever is, ours failing at another, one layer that compared nothing and one NaN), four batch rows of
-    positions starting at 3 (row 0 with 80 points, the most a line draws dots for) and a grid row
-    with a schedule missing between two it has."""
+    """Figures at the plots' edges: 12 layers in two metrics (SQNR drawn; HF's own worse than the gate
+    at one layer, ten times further than ours ever is; ours failing at another; one layer that
+    compared nothing and one NaN), four batch rows of positions starting at 3 (row 0 with 80 points,
+    the most a line draws dots for) and a grid row with a schedule missing between two it has."""
     layers = [
         [
             Row(
