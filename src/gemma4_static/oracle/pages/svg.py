@@ -60,9 +60,10 @@ def error_plot(points: Sequence[dict[str, Any]], *, x_key: str, x_label: str, ti
                 path = " ".join("{:.1f},{:.1f}".format(*xy(point[x_key], point[key])) for point in measured)
                 parts.append(f'<polyline points="{path}" class="series {css}"/>')
         for point in line:
-            if point.get("relative") is None and point["status"] != "FAIL":
+            relative = point.get("relative")
+            if relative is None and point["status"] != "FAIL":
                 continue  # compared nothing: no mark (a failing one without a figure, NaN, is marked at the top)
-            x, y = xy(point[x_key], top if point.get("relative") is None else point["relative"])
+            x, y = xy(point[x_key], top if relative is None else relative)
             tip = f"{x_label} {point[x_key]}" + (f" (row {point[series_key]})" if series_key else "")
             tip += f": {point['metric']} = {number(point['value'])} (gate {number(point['tolerance'])}"
             tip += f", HF {number(point['hf'])})" if point.get("hf") is not None else ")"
