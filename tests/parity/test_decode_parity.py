@@ -19,7 +19,10 @@ from gemma4_static.oracle.results.report import assert_rows_pass, merge
 from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 
-pytestmark = pytest.mark.usefixtures("hf_answers_kept")  # HF asked each question once (the two backends share it)
+pytestmark = [
+    pytest.mark.usefixtures("hf_answers_kept"),  # HF asked each question once (the two backends share it)
+    pytest.mark.xdist_group("decode-parity"),  # on one worker: HF's answers are a worker's
+]
 
 
 def _window(model) -> int:

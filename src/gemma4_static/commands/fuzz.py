@@ -68,14 +68,14 @@ def run_fuzz(args: argparse.Namespace) -> int:
     the suite's own propagate to the command line's one mapping of them, ``cli``)."""
     from ..oracle.fuzz import FuzzTarget, fuzz
     from ..oracle.options import VerifyOptions
-    from ..oracle.references.models import build_default_model
+    from ..oracle.references.models import build_default_model, default_config
     from ..oracle.results.verdict import ExitCode
-    from ..oracle.session.session import checked_for_model
+    from ..oracle.session.session import checked_for_config
 
     started = time.perf_counter()
     options = VerifyOptions(port=args.port, quant=args.quant, backend=args.backend, max_seq=args.max_seq)  # usage
+    checked_for_config(default_config(args.config), options)  # a ValueError: usage, before the model is built
     model = build_default_model(args.config)
-    checked_for_model(model, options)  # a ValueError: usage
     target = FuzzTarget.of(model, options)
     profile = "" if args.quant is None else f", {args.quant} against float64"
     print(

@@ -27,6 +27,7 @@ from ..oracle.results.report_json import report_document, run_metadata, write_re
 from ..oracle.results.verdict import ExitCode
 from ..oracle.session.memory import Budget
 from ..oracle.session.sample_plan import SEEDS
+from ..oracle.session.session import checked_for_config
 from ..ports.registry import declared_limits, port_factory
 
 
@@ -73,15 +74,19 @@ def model_of(args: argparse.Namespace, options: VerifyOptions) -> tuple[object, 
     estimated first, refused by a ``ValueError`` where it cannot fit; loaded in its stored dtype,
     memory-mapped: the session converts what the profile computes in another dtype),
     the embedded ``--config``, or the port's own default model
-    (:func:`~gemma4_static.oracle.references.models.default_models`)."""
+    (:func:`~gemma4_static.oracle.references.models.default_models`). A profile the model's config
+    cannot be judged in is refused before it is built or loaded."""
     if args.checkpoint is not None:
-        budget = Budget.of(checkpoints.open_checkpoint(args.checkpoint), options, args.memory)
+        files = checkpoints.open_checkpoint(args.checkpoint)
+        checked_for_config(files.config, options)
+        budget = Budget.of(files, options, args.memory)
         print(f"gemma4-static verify: {budget.describe()}", flush=True)
         for name, why in real_size_left_out(args).items():
             print(f"gemma4-static verify: {name} left out at a real size ({why}); --all-groups runs it", flush=True)
         budget.check()
         return checkpoints.load_checkpoint(args.checkpoint), str(args.checkpoint), budget
     name = args.config or models.default_models(declared_limits(port_factory(args.port)))[0]
+    checked_for_config(models.default_config(name), options)
     return models.build_default_model(name), name, None
 
 

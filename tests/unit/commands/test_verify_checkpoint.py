@@ -13,7 +13,7 @@ from gemma4_static.commands import cli
 from gemma4_static.commands.verify import options_of, real_size_left_out
 from gemma4_static.oracle.groups import GROUPS
 from gemma4_static.oracle.options import group_names
-from gemma4_static.oracle.references import checkpoints
+from gemma4_static.oracle.references import checkpoints, models
 from tests.paths import ROOT
 from tests.reports import read_report
 
@@ -53,6 +53,18 @@ def test_a_run_that_cannot_fit_is_refused_before_loading(saved_bfloat16, monkeyp
     assert cli.main(["verify", "--checkpoint", str(saved_bfloat16), "--memory", "0.001"]) == 2
     error = capsys.readouterr().err
     assert "the run needs an estimated" in error and "more than the 0.0 GB given by --memory" in error
+
+
+def test_a_profile_a_moe_checkpoint_cannot_be_judged_in_is_refused_before_loading(tmp_path, monkeypatch, capsys):
+    """HF's tester (a mixture of experts) saved: its bfloat16 profile, not gated, is refused from its config."""
+    models.build_default_model("hf-tester").save_pretrained(tmp_path)
+
+    def never(*args, **kwargs):
+        raise AssertionError("the checkpoint was loaded")
+
+    monkeypatch.setattr(checkpoints, "load_checkpoint", never)
+    assert cli.main(["verify", "--checkpoint", str(tmp_path), "--dtype", "bfloat16"]) == 2
+    assert "the bfloat16 profile of a mixture-of-experts model is not gated" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("memory", ["0", "-1", "abc", "inf"])

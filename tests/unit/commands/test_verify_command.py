@@ -15,20 +15,27 @@ from gemma4_static.commands import export as export_command
 from gemma4_static.commands import verify as verify_command
 from gemma4_static.cpu import vision as cpu_vision
 from gemma4_static.cpu.rope import build_rope
+from gemma4_static.oracle.groups import names
 from gemma4_static.oracle.options import VerifyOptions
+from gemma4_static.oracle.references import models
 from gemma4_static.ports import Gemma4Port, ImageLimits, ImageProfile, PortLimits
 from gemma4_static.ports import static as static_port
 from tests.reports import read_report
 
-pytestmark = pytest.mark.usefixtures(
-    "reuse_session_models",  # the command gets the session's models
-    "hf_answers_kept",  # and asks HF each question once (the runs on the same model share it)
-)
+pytestmark = [
+    pytest.mark.usefixtures(
+        "reuse_session_models",  # the command gets the session's models
+        "hf_answers_kept",  # and asks HF each question once (the runs on the same model share it)
+    ),
+    pytest.mark.xdist_group("verify-tiny"),  # on one worker with the group pairs: HF's answers are a worker's
+]
 
 
 def test_verify_passes_on_the_default_model_and_writes_json(tmp_path, capsys):
+    """Every group but export (``--no-export``: its graphs exported from this model and passing are
+    its pair's correct run in ``test_group_pairs``, which this run would repeat for 4.5 s)."""
     report_path, page_path = tmp_path / "report.json", tmp_path / "report.html"
-    argv = ["verify", "--schedules-budget", "150", "--json", str(report_path), "--html", str(page_path)]
+    argv = ["verify", "--no-export", "--schedules-budget", "150", "--json", str(report_path), "--html", str(page_path)]
     assert cli.main(argv) == 0  # the grid: its own tests
     printed = capsys.readouterr().out
     assert "FAIL  " not in printed and printed.rstrip().splitlines()[-2].startswith("verify: ")
@@ -39,6 +46,7 @@ def test_verify_passes_on_the_default_model_and_writes_json(tmp_path, capsys):
     outcomes = {cell["outcome"] for cell in report["figures"]["grid"]}
     assert len(report["figures"]["layers"]) == 10 and outcomes == {"pass", "over budget"}  # a budget of 150 calls
     assert report["model"] == "tiny" and report["passed"] is True
+    assert report["metadata"]["options"]["groups"] == sorted(name for name in names() if name != "export")
     spans = [row["check"].split()[1] for row in report["rows"] if row["check"].startswith("layers ")]
     covered = [layer for span in spans for layer in range(int(span.split("-")[0]), int(span.split("-")[1]) + 1)]
     assert covered == list(range(10)), spans  # the hidden states merged per span: every layer once, in order
@@ -70,7 +78,6 @@ def test_verify_passes_on_the_default_model_and_writes_json(tmp_path, capsys):
         "schedules",
         "long positions",
         "overflow",
-        "export round-trip",
         "circle",  # one SKIP row: this runtime ships no Circle graphs of its own (--backend circle-stages runs them)
         "own-checks",  # one SKIP row: this runtime has no verification flow of its own beside the suite
     }
@@ -154,9 +161,25 @@ def test_mask_value_option_reaches_the_runtime(tmp_path, capsys):
     assert "mask_value must be negative" in capsys.readouterr().err
 
 
-def test_a_low_precision_profile_of_a_moe_model_is_refused(capsys):
-    assert cli.main(["verify", "--config", "26b-a4b-geometry", "--dtype", "bfloat16", "--no-export"]) == 2
-    assert "the bfloat16 profile of a mixture-of-experts model is not gated yet" in capsys.readouterr().err
+MOE = ["--config", "26b-a4b-geometry"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["verify", *MOE, "--dtype", "bfloat16"], "the bfloat16 profile of a mixture-of-experts model is not gated"),
+        (["verify", *MOE, "--quant", "a8w8"], "the a8w8 profile of a mixture-of-experts model is not gated"),
+        (["verify", *MOE, "--shard", "1/2"], "shard 1/2: a mixture-of-experts model's routing is judged over a whole"),
+        (["fuzz", *MOE, "--quant", "a8w8"], "the a8w8 profile of a mixture-of-experts model is not gated"),
+    ],
+)
+def test_what_a_moe_model_cannot_be_judged_in_is_refused_before_it_is_built(argv, message, monkeypatch, capsys):
+    def never(*args, **kwargs):
+        raise AssertionError("the model was built")
+
+    monkeypatch.setattr(models, "build_default_model", never)
+    assert cli.main(argv) == 2
+    assert message in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

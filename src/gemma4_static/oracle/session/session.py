@@ -193,11 +193,11 @@ def decode_steps(config: Any, options: VerifyOptions) -> int:
     return options.steps if options.steps is not None else min(2 * read_text_config(config).sliding_window + 3, 24)
 
 
-def checked_for_model(model: Any, options: VerifyOptions) -> None:
-    """A ``ValueError`` for ``options`` that ``model`` cannot be judged in: a low-precision or integer
-    profile of a mixture-of-experts model (not gated), or one split into shards (its routing is
-    judged over a whole run)."""
-    moe = model.config.get_text_config().enable_moe_block
+def checked_for_config(config: Any, options: VerifyOptions) -> None:
+    """A ``ValueError`` for ``options`` that a model of ``config`` cannot be judged in (asked before
+    the model is built or loaded): a low-precision or integer profile of a mixture-of-experts model
+    (not gated), or one split into shards (its routing is judged over a whole run)."""
+    moe = config.get_text_config().enable_moe_block
     if moe and not options.float32:
         raise ValueError(
             f"the {options.quant or str(options.dtype).removeprefix('torch.')} profile of a mixture-of-experts model "
@@ -217,7 +217,7 @@ def open_session(model: Any, options: VerifyOptions) -> Session:
     :data:`..numerics.quantized.CALIBRATION_SEEDS` sample prompts; another port runs a scheme of its
     ``limits.schemes`` in its own recipe, HF the same scheme through torchao. A recorded reference
     (``options.reference``) sees the sample plan first: it answers it, or records it."""
-    checked_for_model(model, options)
+    checked_for_config(model.config, options)
     admit = admission(model, options.reference, options.port, options.profile, options.quant)
     reference_model = None if options.float32 else streamed(model)
     model = converted(model, options.dtype)

@@ -12,10 +12,13 @@ from gemma4_static.oracle.faults.self_test import format_result, run_fault
 from gemma4_static.oracle.flow.verify import run_verification, verify
 from gemma4_static.oracle.options import VerifyOptions
 
-pytestmark = pytest.mark.usefixtures(
-    "reuse_session_models",  # the command gets the session's models
-    "hf_answers_kept",  # HF asked each question once (faulty and correct runs share it)
-)
+pytestmark = [
+    pytest.mark.usefixtures(
+        "reuse_session_models",  # the command gets the session's models
+        "hf_answers_kept",  # HF asked each question once (faulty and correct runs share it)
+    ),
+    pytest.mark.xdist_group("verify-tiny"),  # on one worker with the verify command's runs: HF's answers are a worker's
+]
 
 
 def test_the_catalogue_names_at_least_fifteen_distinct_bugs():

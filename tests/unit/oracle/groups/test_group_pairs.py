@@ -35,7 +35,7 @@ from gemma4_static.ports.static import StaticRuntimePort
 from tests import made_models
 
 pytestmark = [
-    pytest.mark.xdist_group("group-pairs"),  # one worker: the correct runs are shared
+    pytest.mark.xdist_group("verify-tiny"),  # one worker: the correct runs, and HF's answers with the verify command's
     pytest.mark.usefixtures("hf_answers_kept"),  # HF asked each question once (faulty and correct runs share it)
 ]
 HOST = "gemma4_static.oracle.faults.host_faults"
