@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from torch.fx import config as fx_config
 
 from .cpu.vision import build_vision_inputs, fit_patches
 from .npu.decoder import MODES
@@ -97,9 +98,16 @@ def _vision_args(
     return (pixels, *inputs.stage_args())
 
 
-def export_case(case: StageCase) -> torch.export.ExportedProgram:
-    """``torch.export`` (non-strict) of one stage at its example shapes."""
-    return torch.export.export(case.module, case.args, case.kwargs or None, strict=False)
+def export_case(case: StageCase, *, stack_traces: bool = True) -> torch.export.ExportedProgram:
+    """``torch.export`` (non-strict) of one stage at its example shapes. ``stack_traces``: each node
+    keeps the source lines that made it (what a reader follows from a graph back to the code); a
+    round trip that only replays the graph leaves them out, a fifth of the export's time."""
+    emitting = fx_config.do_not_emit_stack_traces
+    fx_config.do_not_emit_stack_traces = not stack_traces
+    try:
+        return torch.export.export(case.module, case.args, case.kwargs or None, strict=False)
+    finally:
+        fx_config.do_not_emit_stack_traces = emitting
 
 
 def _describe(value) -> list[dict] | dict | None:

@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+from torch.fx import config as fx_config
 
 from gemma4_static.export import export_case, export_stages, stage_cases
 from gemma4_static.oracle.checks import parity
@@ -44,6 +45,38 @@ def test_exported_stages_equal_eager(e2b_model, report):
     worst = merge(rows, "export round-trip", "all").value
     report(f"export round-trip ({len(cases)} stages): max |exported - eager| {worst:.3g}")
     assert_rows_pass(rows)
+
+
+def test_the_round_trip_leaves_out_the_stack_traces_that_an_exported_file_keeps(tiny_model, monkeypatch):
+    """``verify``'s round trip exports without the nodes' source stack traces (only replayed: a fifth
+    of the export's time saved); a stage exported for a file keeps them; torch's setting is as it was
+    after either, and after an export that raised."""
+    (case,) = [case for case in stage_cases(StaticGemma4Runtime(tiny_model, max_seq=8)) if case.name == "lm_head"]
+    emitting, original = fx_config.do_not_emit_stack_traces, torch.export.export
+    traced: dict[bool, torch.export.ExportedProgram] = {}
+
+    def kept(*args, **kwargs):
+        traced[fx_config.do_not_emit_stack_traces] = program = original(*args, **kwargs)
+        return program
+
+    monkeypatch.setattr(torch.export, "export", kept)
+    assert_rows_pass(parity.export_rows([case]))
+    export_case(case)
+    assert set(traced) == {True, False} and fx_config.do_not_emit_stack_traces == emitting
+    calls = {
+        without: [node for node in program.graph.nodes if node.op == "call_function"]
+        for without, program in traced.items()
+    }
+    assert calls[True] and not any(node.meta.get("stack_trace") for node in calls[True])
+    assert calls[False] and all(node.meta.get("stack_trace") for node in calls[False])
+
+    def raises(*args, **kwargs):
+        raise RuntimeError("export failed")
+
+    monkeypatch.setattr(torch.export, "export", raises)
+    with pytest.raises(RuntimeError, match="export failed"):
+        export_case(case, stack_traces=False)
+    assert fx_config.do_not_emit_stack_traces == emitting
 
 
 @pytest.mark.executorch  # every stage exported to files, ~5 s: the lane of exported programs

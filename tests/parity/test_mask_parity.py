@@ -18,6 +18,10 @@ from gemma4_static.oracle.references.layouts import LENGTHS, PADDINGS, sequence_
 from gemma4_static.oracle.results.report import assert_rows_pass
 from gemma4_static.ports.static import decode_masks_of, prefill_masks_of
 
+pytestmark = [
+    pytest.mark.usefixtures("hf_answers_kept"),  # HF asked each question once (the tests share its masks)
+    pytest.mark.xdist_group("mask-parity"),  # on one worker: HF's answers are a worker's
+]
 implementations = pytest.mark.parametrize("attn_implementation", ATTN_IMPLEMENTATIONS)
 
 

@@ -19,6 +19,10 @@ from gemma4_static.oracle.results.report import assert_rows_pass, merge
 from gemma4_static.ports.static import StaticRuntimePort
 from gemma4_static.runtime import StaticGemma4Runtime
 
+pytestmark = [
+    pytest.mark.usefixtures("hf_answers_kept"),  # HF asked each question once (the layouts and chunks share them)
+    pytest.mark.xdist_group("ring-parity"),  # on one worker: HF's answers are a worker's
+]
 FP32 = torch.float32
 WINDOW = 6  # the tiny model's
 

@@ -216,8 +216,9 @@ def generation_rows(
 
 
 def export_rows(cases: list[StageCase]) -> list[Row]:
-    """Each stage case exported with ``torch.export`` replays its eager output, output by output."""
-    return [row for case in cases for row in replay_rows(case, export_case(case))]
+    """Each stage case exported with ``torch.export`` (its nodes without source stack traces: only
+    replayed) replays its eager output, output by output."""
+    return [row for case in cases for row in replay_rows(case, export_case(case, stack_traces=False))]
 
 
 def replay_rows(case: StageCase, program: torch.export.ExportedProgram) -> list[Row]:

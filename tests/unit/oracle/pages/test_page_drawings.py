@@ -6,11 +6,8 @@ this file, then look at the new pages before committing them."""
 
 from __future__ import annotations
 
-from importlib import resources
-
 import pytest
 import torch
-from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from gemma4_static.oracle.pages import svg
 from gemma4_static.oracle.pages.compare import compare_reports
@@ -19,23 +16,8 @@ from gemma4_static.oracle.pages.verify_page import verify_page
 from gemma4_static.oracle.results.diagrams import mask_diagram
 from gemma4_static.oracle.results.figures import grid_cell, layer_points, position_points
 from gemma4_static.oracle.results.report import Row
+from tests.unit.oracle.pages.page_snapshot import PageSnapshot
 from tests.unit.oracle.pages.synthetic_reports import BEFORE, report_row, synthetic_document, synthetic_report
-
-STYLESHEET = resources.files("gemma4_static.oracle.pages").joinpath("page.css").read_text()
-
-
-class PageSnapshot(SingleFileSnapshotExtension):
-    """One HTML file per test, the page as drawn but for its stylesheet: ``page.css`` inlined verbatim
-    is kept as a link to the file beside the package's pages, so a kept page opens styled in a browser
-    from a checkout and the stylesheet is not copied into every kept page."""
-
-    file_extension = "html"
-    _write_mode = WriteMode.TEXT
-
-    def serialize(self, data: str, **kwargs: object) -> str:
-        inlined = f"<style>\n{STYLESHEET}</style>"
-        linked = '<link rel="stylesheet" href="../../../../../../src/gemma4_static/oracle/pages/page.css">'
-        return super().serialize(data.replace(inlined, linked), **kwargs)
 
 
 @pytest.fixture
