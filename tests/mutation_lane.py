@@ -58,6 +58,10 @@ EQUIVALENT: dict[str, str] = {
         "the largest layer's size when the model has no layer (max's default 0 for None, 1 or none): a Gemma 4"
         " config has at least one layer, so the default is never taken",
     ),
+    "gemma4_static.oracle.pages.verify_page.x__slug__mutmut_12": (
+        "strip('XX-XX') for strip('-'): the text is lower-cased and every character outside a-z0-9 replaced"
+        " by '-' before it is stripped, so it holds no 'X' and both strip the same dashes"
+    ),
     "gemma4_static.oracle.pages.compare.x__change__mutmut_76": (
         "loss >= 0 for > 0: the branch is reached only with abs(loss) >= 0.5, where the two agree"
     ),

@@ -103,6 +103,54 @@ def test_the_verdict_reads_as_the_terminals_last_line():
     assert 'id="verdict">verdict: nothing failed, but decode steps not compared (exit 5)<' in verify_page(nothing)
 
 
+def test_a_passing_run_says_so_and_a_run_that_missed_the_minimum_names_what_it_missed():
+    document = synthetic_document(failing=False)
+    rows = [row for row in document["rows"] if row["status"] != "FAIL"]
+    passing = verify_page(document | {"rows": rows, "passed": True, "exit_code": 0})
+    assert '<p class="verdict passed" id="verdict">' in passing and "\n<p>No row failed.</p>\n" in passing
+    assert "not compared (the minimum)" not in passing
+    missing = {"exit_code": 5, "passed": False, "missing": ["decode steps", "generation"]}
+    page = verify_page(document | missing)
+    assert '<p class="verdict failed" id="verdict">' in page
+    assert "\n<p>not compared (the minimum): decode steps, generation</p>\n" in page
+
+
+def test_each_row_shows_hfs_own_figure_where_it_was_measured():
+    row = Row("decoder layers", "layer 2 hidden states", "SQNR dB", 31.5, 30.0, hf=44.25, higher_is_better=True)
+    page = verify_page(synthetic_document(more=(row,)))
+    assert '<td class="num">31.5</td><td class="num">&gt;= 30</td><td class="num hide-narrow">44.25</td>' in page
+
+
+def test_the_layer_plot_draws_max_abs_diff_before_any_other_metric_and_else_the_first_measured():
+    def plotted(*metrics: str) -> str:
+        layers = [[Row("decoder layers", f"layer {i}", metric, 1e-5, 1e-4) for metric in metrics] for i in range(3)]
+        page = verify_page(synthetic_document() | {"figures": {"layers": layer_points(layers)}})
+        return re.search(r'<p class="legend">([^<]+) relative to its gate', page)[1]
+
+    assert plotted("cosine similarity", "max abs diff") == "max abs diff"
+    assert plotted("cosine similarity", "mean KL") == "cosine similarity"
+
+
+def test_a_groups_anchor_is_its_name_in_lower_case_words_joined_by_dashes():
+    row = Row("own checks", "the port's own", "max abs diff", 0.0, 1e-4, group="(Own) checks!")
+    page = verify_page(synthetic_document(more=(row,)))
+    assert '<section id="group-own-checks">' in page and '<a href="#group-own-checks">' in page
+
+
+def test_a_mask_diagrams_keys_are_the_last_part_of_its_first_line():
+    import torch
+
+    from gemma4_static.oracle.results.diagrams import mask_diagram
+
+    ours = torch.tril(torch.ones(1, 1, 4, 4, dtype=torch.bool))
+    theirs = ours.clone()
+    theirs[0, 0, 3, 0] = False
+    detail = mask_diagram(ours, theirs, torch.ones(1, 4, dtype=torch.bool), "masks chunk sliding_attention; chunk 2")
+    row = Row("masks chunk", "sliding_attention; chunk 2", "mismatched entries", 1, 0, detail=detail)
+    page = verify_page(synthetic_document(more=(row,)))
+    assert page.count(">mask rows, keys 0..3<") == 2  # the synthetic document's mask and this one
+
+
 def test_an_interrupted_run_says_so_on_top():
     page = verify_page(synthetic_document(incomplete="interrupted after 7 rows"))
     assert 'id="incomplete">incomplete: interrupted after 7 rows<' in page

@@ -95,3 +95,10 @@ def test_a_narrow_mask_diagram_has_room_for_its_last_panels_label():
     width = float(re.search(r'viewBox="0 0 (\S+) ', svg)[1])
     label_x = float(re.search(r'<text x="([\d.]+)" y="16" class="axis">where they differ</text>', svg)[1])
     assert width - label_x >= 100  # the label's width at the axis font (11 px)
+
+
+@pytest.mark.parametrize(("count", "dots"), [(80, 80), (81, 0)])
+def test_a_line_of_more_than_80_points_is_drawn_without_its_dots(count, dots):
+    """Up to 80 points each has its dot (and its tooltip); a longer line is the line alone."""
+    svg = error_plot(_points(count), x_key="layer", x_label="decoder layer", title="hidden states")
+    assert len(re.findall(r'<circle [^>]*class="dot"', svg)) == dots
