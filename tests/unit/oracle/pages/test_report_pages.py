@@ -137,6 +137,13 @@ def test_a_groups_anchor_is_its_name_in_lower_case_words_joined_by_dashes():
     assert '<section id="group-own-checks">' in page and '<a href="#group-own-checks">' in page
 
 
+def test_a_row_where_the_port_raised_shows_its_traceback_under_its_label():
+    raised = "Traceback (most recent call last):\nValueError: position 9 past max_seq"
+    row = Row("decode steps", "the port raised", "max abs diff", math.nan, 5e-4, raised=raised, group="decode")
+    page = verify_page(synthetic_document(more=(row,)))
+    assert f"<details open><summary>traceback</summary><pre>{escape(raised)}</pre></details>" in page
+
+
 def test_a_mask_diagrams_keys_are_the_last_part_of_its_first_line():
     import torch
 
