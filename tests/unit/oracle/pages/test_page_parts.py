@@ -46,8 +46,9 @@ def test_the_provenance_names_each_fact_of_the_run():
         "seeds": "sample prompt 0",
         "date": "2026-12-03T10:00:00+00:00",
     }
-    lacking = _facts(provenance({}))
-    assert lacking["kernel set"] == lacking["date"] == lacking["model"] == "?" and lacking["CPU"] == "? (ATen ?)"
+    unknown = {"port": "?", "model": "?", "profile": "?", "backend": "?", "kernel set": "?", "CPU": "? (ATen ?)"}
+    assert _facts(provenance({})) == unknown | {"versions": "", "seeds": "", "date": "?"}
+    assert _facts(provenance({"port": {"name": "my-npu"}}))["port"] == "my-npu"  # no version: none printed
 
 
 def test_a_failures_notes_give_the_ports_documented_reason_its_detail_and_traceback():
