@@ -51,6 +51,18 @@ def test_the_provenance_names_each_fact_of_the_run():
     assert _facts(provenance({"port": {"name": "my-npu"}}))["port"] == "my-npu"  # no version: none printed
 
 
+def test_a_checkpoints_run_names_its_seeds_its_size_and_its_memory():
+    memory = {
+        "checkpoint": {"parameters": 1_125_000_000, "stored_dtype": "bfloat16", "size_bytes": 2_250_000_001},
+        "peak_resident_bytes": 3_000_000_000,
+        "estimate_bytes": 4_000_000_000,
+    }
+    facts = _facts(provenance({"seeds": {"sample prompt": 0, "fuzz": 3}, "memory": memory}))
+    assert facts["seeds"] == "sample prompt 0, fuzz 3"
+    assert facts["checkpoint"] == "1.12 billion parameters stored in bfloat16 (2.3 GB)"  # 2.250000001 GB
+    assert facts["memory"] == "peak resident 3.0 GB (1.33x the checkpoint; estimated 4.0 GB)"
+
+
 def test_a_failures_notes_give_the_ports_documented_reason_its_detail_and_traceback():
     row = {"status": "XFAIL", "expected": "drops the PLE <table>", "detail": "first: layer 2", "raised": "Trace"}
     notes = _notes(row)
