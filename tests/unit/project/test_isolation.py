@@ -1,9 +1,11 @@
 """No test leaks into another: the two tests that met in a flaky run, back to back in a fresh
 process. The CLI fuzzing test substitutes ``run_verification`` while its drawn command lines reach
 the verify command, whose module is first imported there; a module that bound the name at import
-(``from ... import run_verification``) kept the substitute, and the next verify test met it. The
-suite's own guard (``conftest.py``: no library name bound to a test's substitute after any test)
-fails such a test at once, whatever the order."""
+(``from ... import run_verification``) kept the substitute, and the next verify test met it (then a
+MoE refusal, raised inside the verification; since refused before it, the test that runs the verify
+command into ``run_verification`` is the self-test's). The suite's own guard (``conftest.py``: no
+library name bound to a test's substitute after any test) fails such a test at once, whatever the
+order."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from tests.paths import ROOT
 pytestmark = pytest.mark.self_test  # the suite's own reliability, beside the fault self-test
 BACK_TO_BACK = (
     "tests/unit/commands/test_cli_fuzzing.py::test_bad_command_lines_exit_2_with_one_line",
-    "tests/unit/commands/test_verify_command.py::test_a_low_precision_profile_of_a_moe_model_is_refused",
+    "tests/unit/oracle/faults/test_self_test.py::test_self_test_fails_when_the_catching_check_is_removed",
 )
 
 
