@@ -43,8 +43,8 @@ EXPLAINERS = "src/gemma4_static/ports/adapters/*/port.py"  # of these files, onl
 # survivors that cannot change a verdict, each with the reason (a mutant's name: module.x_function__mutmut_N)
 EQUIVALENT: dict[str, str] = {
     "gemma4_static.oracle.pages.svg.x_error_plot__mutmut_121": (
-        "'{:.1F}' for '{:.1f}': they differ only for inf and nan, and a point's coordinates are finite (a"
-        " relative is finite or None, None placed at the floor; an infinite one would stop the plot before)"
+        "'{:.1F}' for '{:.1f}': they differ only for inf and nan, and a line's coordinates are finite (it"
+        " joins only the points with a relative, a finite one; an infinite one would stop the plot before)"
     ),
     "gemma4_static.oracle.groups._shared.x_after_a_decode_step__mutmut_11": (
         "argmax over dim +1 for -1: a prefill's logits are (B, V), whose dim 1 is its last"

@@ -25,13 +25,14 @@ RUN = {
 }
 
 
-def mask_detail() -> str:
+def mask_detail(label: str = "masks prefill sliding_attention") -> str:
+    """A failing mask row's diagram under ``label``: HF's window one key shorter at query 3."""
     import torch
 
     ours = torch.tril(torch.ones(1, 1, 4, 4, dtype=torch.bool))
     theirs = ours.clone()
     theirs[0, 0, 3, 0] = False  # a window one key shorter
-    return mask_diagram(ours, theirs, torch.ones(1, 4, dtype=torch.bool), "masks prefill sliding_attention")
+    return mask_diagram(ours, theirs, torch.ones(1, 4, dtype=torch.bool), label)
 
 
 def synthetic_document(*, failing: bool = True, incomplete: str | None = None, more: tuple[Row, ...] = ()) -> dict:

@@ -145,14 +145,7 @@ def test_a_row_where_the_port_raised_shows_its_traceback_under_its_label():
 
 
 def test_a_mask_diagrams_keys_are_the_last_part_of_its_first_line():
-    import torch
-
-    from gemma4_static.oracle.results.diagrams import mask_diagram
-
-    ours = torch.tril(torch.ones(1, 1, 4, 4, dtype=torch.bool))
-    theirs = ours.clone()
-    theirs[0, 0, 3, 0] = False
-    detail = mask_diagram(ours, theirs, torch.ones(1, 4, dtype=torch.bool), "masks chunk sliding_attention; chunk 2")
+    detail = mask_detail("masks chunk sliding_attention; chunk 2")
     row = Row("masks chunk", "sliding_attention; chunk 2", "mismatched entries", 1, 0, detail=detail)
     page = verify_page(synthetic_document(more=(row,)))
     assert page.count(">mask rows, keys 0..3<") == 2  # the synthetic document's mask and this one
