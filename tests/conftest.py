@@ -32,6 +32,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.fixture
+def _hf_classes_imported() -> None:
+    from gemma4_static.oracle.references import models  # noqa: F401 (HF's Gemma 4 classes with it)
+
+
+@pytest.fixture
+def pytester(_hf_classes_imported: None, pytester: pytest.Pytester) -> pytest.Pytester:
+    """pytest's ``pytester``, made after HF's Gemma 4 classes are imported: its in-process sessions
+    remove the modules imported since it was made, and the plugin's session imports those classes,
+    with them a C extension that loads once per process (numpy's FFT, through torch's dynamo) that a
+    later test's import (scipy's) could then not load again."""
+    return pytester
+
+
 def _build(name: str):
     from gemma4_static.oracle.references import models  # here: the xdist controller never imports HF
 

@@ -28,3 +28,18 @@ def test_the_cli_fuzzing_substitute_never_reaches_the_next_test():
     result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "2 passed" in result.stdout
+
+
+def test_an_in_process_session_drops_no_module_a_later_test_imports_again():
+    """pytester's in-process session removes the modules it imported when it ends; one of them loaded
+    from a C extension that loads once per process (numpy's FFT, imported by torch's dynamo under HF's
+    Gemma 4 classes, which the plugin's session imports) then failed the next import of it (scipy's,
+    for the mutation lane's interval): five tests failed run after the plugin's page test alone."""
+    argv = [
+        *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n0"),
+        "tests/unit/oracle/pages/test_report_pages.py::test_the_plugin_writes_its_page_with_the_fuzzers_shards",
+        "tests/unit/project/test_mutation_lane.py::test_a_sample_reports_its_estimate_with_the_interval",
+    ]
+    result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "2 passed" in result.stdout
