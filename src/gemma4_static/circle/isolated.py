@@ -3,10 +3,19 @@ malformed graph, such as one declaring two ranks for one tensor) may make it cra
 rather than refuse, so a graph nobody here made is never loaded in the judge's own process. The
 inputs go to the child as ``.npy`` files beside the graph, the outputs come back the same way;
 onert's own message (it prints it on stderr, its exception says only ``NNFW_STATUS_ERROR``) is the
-refusal's."""
+refusal's.
+
+The children are forked by one server process per judge process, started on first use, which has
+imported numpy and onert once (0.08 s a child otherwise, most of a small graph's run): each graph
+still runs in a process of its own, which a crash ends, not the server. A server that does not
+answer within :data:`SECONDS` is killed with its child, and the next graph starts another."""
 
 from __future__ import annotations
 
+import atexit
+import os
+import selectors
+import signal
 import subprocess
 import sys
 import tempfile
@@ -16,24 +25,93 @@ import numpy as np
 import torch
 
 SECONDS = 600  # a graph of the largest embedded config runs in seconds; a hang is a refusal
-# the child: load folder/graph.circle, run it on input{i}.npy, save output{i}.npy, print how many outputs;
-# numpy and onert only (0.15 s to start, where importing this package would take 2 s: torch)
-CHILD = """
-import sys
+# the server: for each line "folder<TAB>count" on stdin, fork a child that loads folder/graph.circle,
+# runs it on input{i}.npy, saves output{i}.npy and writes how many outputs to folder/count (its
+# stdout and stderr in folder/stdout and folder/stderr); answer the child's exit code (minus the
+# signal that ended it) on stdout. numpy and onert only (where importing this package would take
+# 2 s: torch); one BLAS thread, so that the server forks with no thread but its own
+SERVER = r"""
+import os, sys, traceback
 from pathlib import Path
 import numpy as np
 from onert import infer
-folder, count = Path(sys.argv[1]), int(sys.argv[2])
-session = infer.session(str(folder / "graph.circle"), "cpu")
-outputs = session.infer([np.load(folder / f"input{index}.npy") for index in range(count)])
-for index, output in enumerate(outputs):
-    np.save(folder / f"output{index}.npy", np.asarray(output))
-print(len(outputs))
+
+def run(folder, count):
+    session = infer.session(str(folder / "graph.circle"), "cpu")
+    outputs = session.infer([np.load(folder / f"input{index}.npy") for index in range(count)])
+    for index, output in enumerate(outputs):
+        np.save(folder / f"output{index}.npy", np.asarray(output))
+    (folder / "count").write_text(str(len(outputs)))
+
+for line in sys.stdin:
+    name, count = line.rstrip("\n").split("\t")
+    folder = Path(name)
+    pid = os.fork()
+    if pid == 0:
+        for stream, descriptor in (("stdout", 1), ("stderr", 2)):  # stdout: the answers' pipe
+            os.dup2(os.open(folder / stream, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), descriptor)
+        code = 0
+        try:
+            run(folder, int(count))
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stderr.flush()
+        os._exit(code)
+    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
 """
 
 
 class OnertRefused(RuntimeError):
     """onert refused the graph (at load or prepare), failed running it or crashed: its message."""
+
+
+class _Server:
+    """The server process (its own session: killed with the child it waits for)."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", SERVER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
+            start_new_session=True,
+        )
+
+    def exit_code(self, folder: Path, count: int) -> int | None:
+        """The exit code of the child that ran ``folder``'s graph (minus its signal); ``None``: no
+        answer within :data:`SECONDS` (the server and its child killed)."""
+        self.process.stdin.write(f"{folder}\t{count}\n")
+        self.process.stdin.flush()
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.process.stdout, selectors.EVENT_READ)
+            answer = self.process.stdout.readline() if selector.select(SECONDS) else ""
+        if not answer:
+            self.close(kill=True)
+            return None
+        return int(answer)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self, *, kill: bool = False) -> None:
+        if kill and self.alive():
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.stdin.close()
+        self.process.wait()
+        self.process.stdout.close()
+
+
+_server: _Server | None = None
+
+
+def _running_server() -> _Server:
+    global _server
+    if _server is None or not _server.alive():
+        _server = _Server()
+        atexit.register(_server.close)
+    return _server
 
 
 def run_isolated(graph: bytes, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -44,22 +122,21 @@ def run_isolated(graph: bytes, tensors: list[torch.Tensor]) -> list[torch.Tensor
         (folder / "graph.circle").write_bytes(graph)
         for index, tensor in enumerate(tensors):
             np.save(folder / f"input{index}.npy", np.ascontiguousarray(tensor.detach().numpy()))
-        command = [sys.executable, "-c", CHILD, str(folder), str(len(tensors))]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=SECONDS, check=False)
-        except subprocess.TimeoutExpired as error:
-            raise OnertRefused(f"onert did not finish in {SECONDS} s") from error
-        if done.returncode != 0:
-            raise OnertRefused(_message(done))
-        count = int(done.stdout.split()[-1])
+        code = _running_server().exit_code(folder, len(tensors))
+        if code is None:
+            raise OnertRefused(f"onert did not finish in {SECONDS} s")
+        if code != 0:
+            stderr = folder / "stderr"
+            raise OnertRefused(_message(code, stderr.read_text() if stderr.exists() else ""))
+        count = int((folder / "count").read_text())
         return [torch.from_numpy(np.load(folder / f"output{index}.npy")) for index in range(count)]
 
 
-def _message(done: subprocess.CompletedProcess) -> str:
+def _message(code: int, stderr: str) -> str:
     """onert's own lines from the child's stderr (its prepare or load failure), else the last line; a
     crash by the signal that ended it."""
-    if done.returncode < 0:
-        return f"onert crashed (signal {-done.returncode})"
-    lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+    if code < 0:
+        return f"onert crashed (signal {-code})"
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     own = [line for line in lines if "failed at line" in line or line.startswith(("Error", "Fail"))]
-    return "; ".join(own) if own else (lines[-1] if lines else f"exit {done.returncode}")
+    return "; ".join(own) if own else (lines[-1] if lines else f"exit {code}")

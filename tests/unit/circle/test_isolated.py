@@ -1,0 +1,64 @@
+"""onert's children and the server that forks them (:mod:`gemma4_static.circle.isolated`): a graph
+that crashes its child leaves the server serving, a server that does not answer in time is killed
+and the next graph starts another, and what a child prints is no answer."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gemma4_static.circle import isolated
+from gemma4_static.circle.graphs import circle_missing, convert
+from gemma4_static.circle.isolated import OnertRefused, run_isolated
+
+pytestmark = pytest.mark.skipif(circle_missing() is not None, reason=f"Circle graphs need {circle_missing()}")
+
+
+class Double(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+@pytest.fixture(scope="module")
+def doubling() -> bytes:
+    return convert(Double(), (torch.ones(1, 4),), label="double", rewrites=False).buffer
+
+
+def test_a_crash_ends_its_child_and_the_server_serves_the_next_graph(doubling):
+    x = torch.arange(4.0).reshape(1, 4)
+    run_isolated(doubling, [x])
+    server = isolated._server.process.pid
+    with pytest.raises(OnertRefused, match=r"^onert crashed \(signal \d+\)$"):
+        run_isolated(b"CIR0 not a graph", [x])
+    (output,) = run_isolated(doubling, [x])
+    assert torch.equal(output, 2 * x) and isolated._server.process.pid == server
+
+
+def test_a_server_that_does_not_answer_in_time_is_killed_and_the_next_graph_starts_another(doubling, monkeypatch):
+    x = torch.ones(1, 4)
+    run_isolated(doubling, [x])
+    late = isolated._server
+    monkeypatch.setattr(isolated, "SECONDS", 0)  # no child answers in no time
+    with pytest.raises(OnertRefused, match=r"^onert did not finish in 0 s$"):
+        run_isolated(doubling, [x])
+    assert late.process.returncode == -9  # killed, with the child it was waiting for
+    monkeypatch.undo()
+    (output,) = run_isolated(doubling, [x])
+    assert torch.equal(output, 2 * x) and isolated._server is not late
+
+
+def test_what_a_child_prints_does_not_reach_the_servers_answers(doubling, monkeypatch):
+    """The child's stdout is a file of its own: a child printing before it runs its graph (the
+    server's own code, that one line added) is still answered and read right."""
+    anchor = "def run(folder, count):\n"
+    assert anchor in isolated.SERVER
+    monkeypatch.setattr(isolated, "SERVER", isolated.SERVER.replace(anchor, anchor + "    print(7, flush=True)\n"))
+    monkeypatch.setattr(isolated, "_server", None)  # a server of that code; the one before is back after
+    x = torch.ones(1, 4)
+    try:
+        (output,) = run_isolated(doubling, [x])
+        with pytest.raises(OnertRefused, match="onert crashed"):
+            run_isolated(b"CIR0 not a graph", [x])
+    finally:
+        isolated._server.close()
+    assert torch.equal(output, 2 * x)
