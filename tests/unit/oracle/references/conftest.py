@@ -4,6 +4,7 @@ session beside the same runs live, and a guard that no model gets built."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 import torch
@@ -24,11 +25,20 @@ def saved(tiny_model, tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="session")
+def stored_folders() -> dict[str, Path]:
+    """The folders :func:`stored_folder` saved, by model (each read only: saved once per worker)."""
+    return {}
+
+
 @pytest.fixture
-def stored_folder(vision_model, tmp_path):
+def stored_folder(vision_model, request, stored_folders, tmp_path_factory) -> Path:
     """A model with images saved as a checkpoint stores it: bfloat16."""
-    copy.deepcopy(vision_model).to(torch.bfloat16).save_pretrained(tmp_path)
-    return tmp_path
+    name = request.node.callspec.params["vision_model"]
+    if name not in stored_folders:
+        stored_folders[name] = tmp_path_factory.mktemp(f"stored-{name}")
+        copy.deepcopy(vision_model).to(torch.bfloat16).save_pretrained(stored_folders[name])
+    return stored_folders[name]
 
 
 @pytest.fixture
