@@ -13,6 +13,7 @@ answer within :data:`SECONDS` is killed with its child, and the next graph start
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import selectors
 import signal
@@ -29,7 +30,7 @@ SECONDS = 600  # a graph of the largest embedded config runs in seconds; a hang 
 # runs it on input{i}.npy, saves output{i}.npy and writes how many outputs to folder/count (its
 # stdout and stderr in folder/stdout and folder/stderr); answer the child's exit code (minus the
 # signal that ended it) on stdout. numpy and onert only (where importing this package would take
-# 2 s: torch); one BLAS thread, so that the server forks with no thread but its own
+# 2 s: torch); numpy's BLAS stops its threads before a fork (its own fork handler)
 SERVER = r"""
 import os, sys, traceback
 from pathlib import Path
@@ -67,29 +68,41 @@ class OnertRefused(RuntimeError):
 
 
 class _Server:
-    """The server process (its own session: killed with the child it waits for)."""
+    """The server process (its own session: killed with the child it waits for); its own stderr (what
+    it says where it cannot start) in a file."""
 
     def __init__(self) -> None:
+        self.stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed with the server: close)
         self.process = subprocess.Popen(
             [sys.executable, "-c", SERVER],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=self.stderr,
             text=True,
-            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
             start_new_session=True,
         )
 
-    def exit_code(self, folder: Path, count: int) -> int | None:
-        """The exit code of the child that ran ``folder``'s graph (minus its signal); ``None``: no
-        answer within :data:`SECONDS` (the server and its child killed)."""
-        self.process.stdin.write(f"{folder}\t{count}\n")
-        self.process.stdin.flush()
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.process.stdout, selectors.EVENT_READ)
-            answer = self.process.stdout.readline() if selector.select(SECONDS) else ""
-        if not answer:
+    def exit_code(self, folder: Path, count: int) -> int:
+        """The exit code of the child that ran ``folder``'s graph (minus its signal); an
+        :class:`OnertRefused` where the server gives no answer within :data:`SECONDS` or has ended
+        (the server and its child killed)."""
+        try:
+            self.process.stdin.write(f"{folder}\t{count}\n")
+            self.process.stdin.flush()
+            with selectors.DefaultSelector() as selector:
+                selector.register(self.process.stdout, selectors.EVENT_READ)
+                answer = self.process.stdout.readline() if selector.select(SECONDS) else None
+        except BrokenPipeError:
+            answer = ""
+        if answer is None:
             self.close(kill=True)
-            return None
+            raise OnertRefused(f"onert did not finish in {SECONDS} s")
+        if not answer:  # its stdout closed: the server has ended, its last words written
+            self.process.wait()
+            self.stderr.seek(0)
+            words = [line.strip() for line in self.stderr.read().splitlines() if line.strip()]
+            self.close()
+            raise OnertRefused(f"onert's server ended: {words[-1] if words else 'without a word'}")
         return int(answer)
 
     def alive(self) -> bool:
@@ -98,9 +111,11 @@ class _Server:
     def close(self, *, kill: bool = False) -> None:
         if kill and self.alive():
             os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.stdin.close()
+        with contextlib.suppress(BrokenPipeError):
+            self.process.stdin.close()
         self.process.wait()
         self.process.stdout.close()
+        self.stderr.close()
 
 
 _server: _Server | None = None
@@ -123,8 +138,6 @@ def run_isolated(graph: bytes, tensors: list[torch.Tensor]) -> list[torch.Tensor
         for index, tensor in enumerate(tensors):
             np.save(folder / f"input{index}.npy", np.ascontiguousarray(tensor.detach().numpy()))
         code = _running_server().exit_code(folder, len(tensors))
-        if code is None:
-            raise OnertRefused(f"onert did not finish in {SECONDS} s")
         if code != 0:
             stderr = folder / "stderr"
             raise OnertRefused(_message(code, stderr.read_text() if stderr.exists() else ""))

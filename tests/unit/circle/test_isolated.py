@@ -4,6 +4,8 @@ and the next graph starts another, and what a child prints is no answer."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -28,6 +30,7 @@ def test_a_crash_ends_its_child_and_the_server_serves_the_next_graph(doubling):
     x = torch.arange(4.0).reshape(1, 4)
     run_isolated(doubling, [x])
     server = isolated._server.process.pid
+    assert len(os.listdir(f"/proc/{server}/task")) == 1  # forks with no thread but its own
     with pytest.raises(OnertRefused, match=r"^onert crashed \(signal \d+\)$"):
         run_isolated(b"CIR0 not a graph", [x])
     (output,) = run_isolated(doubling, [x])
@@ -62,3 +65,20 @@ def test_what_a_child_prints_does_not_reach_the_servers_answers(doubling, monkey
     finally:
         isolated._server.close()
     assert torch.equal(output, 2 * x)
+
+
+def test_a_server_that_cannot_start_is_a_refusal_naming_its_last_words(doubling, monkeypatch):
+    """A server whose onert cannot be imported ends at once: the graph is refused with what it said,
+    and the next graph starts another server."""
+    server = isolated.SERVER
+    said = "import sys; print('a warning first', file=sys.stderr); raise SystemExit('onert cannot be imported here')"
+    monkeypatch.setattr(isolated, "SERVER", said)
+    monkeypatch.setattr(isolated, "_server", None)
+    x = torch.ones(1, 4)
+    with pytest.raises(OnertRefused, match=r"^onert's server ended: onert cannot be imported here$"):
+        run_isolated(doubling, [x])
+    ended = isolated._server
+    assert ended.process.returncode == 1
+    monkeypatch.setattr(isolated, "SERVER", server)
+    (output,) = run_isolated(doubling, [x])
+    assert torch.equal(output, 2 * x) and isolated._server is not ended
