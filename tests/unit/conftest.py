@@ -66,16 +66,21 @@ def image_setup(tiny_model):
 def targets(request, tiny_model):
     """One fuzz target per kind: this runtime at the requesting module's ``MAX_SEQ`` (the image kind:
     its prompt's length + 8, with its ``SECOND_IMAGE``), batch 2, both padding sides, keeping its
-    conversation after a refused call."""
+    conversation after a refused call. The three share HF's answers for text histories (the same
+    model in float32: an answer is the history's, whichever port asked)."""
     max_seq, second_image = request.module.MAX_SEQ, request.module.SECOND_IMAGE
     layout = image_prompt(tiny_model.config, text_after=[3, 3], seed=1, then=second_image)
 
     def runtime(**options):
         return lambda setup: StaticRuntimePort(tiny_model, setup, **options)
 
+    answers: dict = {}
+
     def target(build, max_seq, image_slots=()):
         base = FuzzTarget.of(tiny_model, VerifyOptions(max_seq=max_seq), build=build)
-        return dataclasses.replace(base, paddings=("right", "left"), keeps_conversation=True, image_slots=image_slots)
+        return dataclasses.replace(
+            base, paddings=("right", "left"), keeps_conversation=True, image_slots=image_slots, references=answers
+        )
 
     return {
         "text": target(runtime(), max_seq),
