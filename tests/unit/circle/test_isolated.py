@@ -5,13 +5,14 @@ and the next graph starts another, and what a child prints is no answer."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
 
 from gemma4_static.circle import isolated
 from gemma4_static.circle.graphs import circle_missing, convert
-from gemma4_static.circle.isolated import OnertRefused, run_isolated
+from gemma4_static.circle.isolated import SERVER, OnertRefused, run_isolated
 
 pytestmark = pytest.mark.skipif(circle_missing() is not None, reason=f"Circle graphs need {circle_missing()}")
 
@@ -37,15 +38,29 @@ def test_a_crash_ends_its_child_and_the_server_serves_the_next_graph(doubling):
     assert torch.equal(output, 2 * x) and isolated._server.process.pid == server
 
 
-def test_a_server_that_does_not_answer_in_time_is_killed_and_the_next_graph_starts_another(doubling, monkeypatch):
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie left to its new parent does not)."""
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_server_that_does_not_answer_in_time_is_killed_with_its_child(doubling, monkeypatch, tmp_path):
+    """A server whose child hangs (here: one that sleeps instead of running the graph) is killed with
+    that child when the time is up; the next graph starts another server."""
+    child = tmp_path / "child"
+    hangs = (
+        "import os, sys, time\nsys.stdin.readline()\nif os.fork() == 0:\n"
+        f"    open({str(child)!r}, 'w').write(str(os.getpid()))\n    time.sleep(600)\nos.wait()\n"
+    )
+    monkeypatch.setattr(isolated, "SERVER", hangs)
+    monkeypatch.setattr(isolated, "SECONDS", 2)
+    monkeypatch.setattr(isolated, "_server", None)
     x = torch.ones(1, 4)
-    run_isolated(doubling, [x])
-    late = isolated._server
-    monkeypatch.setattr(isolated, "SECONDS", 0)  # no child answers in no time
-    with pytest.raises(OnertRefused, match=r"^onert did not finish in 0 s$"):
+    with pytest.raises(OnertRefused, match=r"^onert did not finish in 2 s$"):
         run_isolated(doubling, [x])
-    assert late.process.returncode == -9  # killed, with the child it was waiting for
-    monkeypatch.undo()
+    late = isolated._server
+    assert late.process.returncode == -9 and not _running(int(child.read_text()))
+    monkeypatch.setattr(isolated, "SERVER", SERVER)
     (output,) = run_isolated(doubling, [x])
     assert torch.equal(output, 2 * x) and isolated._server is not late
 
@@ -70,7 +85,6 @@ def test_what_a_child_prints_does_not_reach_the_servers_answers(doubling, monkey
 def test_a_server_that_cannot_start_is_a_refusal_naming_its_last_words(doubling, monkeypatch):
     """A server whose onert cannot be imported ends at once: the graph is refused with what it said,
     and the next graph starts another server."""
-    server = isolated.SERVER
     said = "import sys; print('a warning first', file=sys.stderr); raise SystemExit('onert cannot be imported here')"
     monkeypatch.setattr(isolated, "SERVER", said)
     monkeypatch.setattr(isolated, "_server", None)
@@ -79,6 +93,6 @@ def test_a_server_that_cannot_start_is_a_refusal_naming_its_last_words(doubling,
         run_isolated(doubling, [x])
     ended = isolated._server
     assert ended.process.returncode == 1
-    monkeypatch.setattr(isolated, "SERVER", server)
+    monkeypatch.setattr(isolated, "SERVER", SERVER)
     (output,) = run_isolated(doubling, [x])
     assert torch.equal(output, 2 * x) and isolated._server is not ended
