@@ -1,6 +1,7 @@
 """onert's children and the server that forks them (:mod:`gemma4_static.circle.isolated`): a graph
 that crashes its child leaves the server serving, a server that does not answer in time is killed
-and the next graph starts another, and what a child prints is no answer."""
+with its child, one that cannot start is a refusal naming what it said (the next graph starts
+another server after either), and what a child prints is no answer."""
 
 from __future__ import annotations
 
