@@ -42,6 +42,19 @@ MUTMUT = [sys.executable, "-m", "mutmut"]
 EXPLAINERS = "src/gemma4_static/ports/adapters/*/port.py"  # of these files, only the explain methods
 # survivors that cannot change a verdict, each with the reason (a mutant's name: module.x_function__mutmut_N)
 EQUIVALENT: dict[str, str] = {
+    "gemma4_static.oracle.checks.parity.x_rope_pairs_rows__mutmut_29": (
+        "float('INF') for float('inf'): float() reads infinity's name in any case"
+    ),
+    "gemma4_static.oracle.faults.port_faults.xǁWrappedRuntimePortǁ__init____mutmut_9": (
+        "prefilling = None for False: it is only read as a condition, where None and False are both false"
+    ),
+    "gemma4_static.oracle.numerics.reference_quant.xǁReferenceActivationǁ__init____mutmut_11": (
+        "_qparams = '' for None before any tensor: qparams() refuses an activation that observed nothing, and"
+        " observe() sets _qparams to None, so the initial value is never read"
+    ),
+    "gemma4_static.oracle.numerics.sensitivity_report.x_write_chart__mutmut_3": (
+        "matplotlib.use('agg') for 'Agg': matplotlib reads a backend's name in any case"
+    ),
     "gemma4_static.oracle.pages.svg.x_error_plot__mutmut_121": (
         "'{:.1F}' for '{:.1f}': they differ only for inf and nan, and a line's coordinates are finite (it"
         " joins only the points with a relative, a finite one; an infinite one would stop the plot before)"

@@ -15,8 +15,9 @@ import torch
 from gemma4_static.cpu.checks import default_mask_value, mask_fill_value
 from gemma4_static.oracle.flow.verify import run_verification
 from gemma4_static.oracle.numerics.gates import MASKED_WEIGHT_BOUND
-from gemma4_static.oracle.numerics.parity_numerics import mask_value_check
+from gemma4_static.oracle.numerics.parity_numerics import hf_score_bound, mask_value_check
 from gemma4_static.oracle.options import VerifyOptions
+from gemma4_static.spec.config import read_text_config
 from tests import made_models
 
 SCORE_BOUND = 30000.0  # far past any q.k of normed queries and keys (E2B's bound is in the tens)
@@ -53,3 +54,23 @@ def test_the_mask_value_rows_name_the_fill_the_keys_and_the_dtype():
     assert overflow.check == "-100 - score bound in float16" and (overflow.value, overflow.tolerance) == (0, 0.0)
     (_, overflow) = mask_value_check(torch.finfo(torch.float16).min, torch.float16, 64, 30.0)
     assert overflow.value == 1 and overflow.failed
+
+
+def test_the_score_bound_takes_the_key_norms_weight_only_where_the_norm_scales(tiny_model, monkeypatch):
+    """``D max|w_q| max|w_k|`` with ``w_k`` of the layer that produced the K/V; a key norm without a
+    scale counts as 1."""
+    layers = tiny_model.model.language_model.layers
+    sources = read_text_config(tiny_model.config).kv_sources
+
+    def bound(key_weight) -> float:
+        return max(
+            layer.self_attn.head_dim
+            * float(layer.self_attn.q_norm.weight.abs().max())
+            * key_weight(layers[source].self_attn.k_norm)
+            for layer, source in zip(layers, sources, strict=True)
+        )
+
+    assert hf_score_bound(tiny_model) == bound(lambda norm: float(norm.weight.abs().max()))
+    for source in set(sources):
+        monkeypatch.setattr(layers[source].self_attn.k_norm, "with_scale", False)
+    assert hf_score_bound(tiny_model) == bound(lambda norm: 1.0) != bound(lambda norm: float(norm.weight.abs().max()))

@@ -57,6 +57,7 @@ def test_the_options_are_frozen_and_say_what_they_run():
     assert options.without("rope").groups == tuple(name for name in group_names() if name != "rope")
     recorded = options.as_dict()
     assert recorded["mask_value"] == -30000.0 and recorded["groups"] is None and recorded["quant"] == "a8w8"
+    assert recorded["dtype"] == "float32" and VerifyOptions(dtype=torch.bfloat16).as_dict()["dtype"] == "bfloat16"
     assert list(recorded) == [field.name for field in dataclasses.fields(VerifyOptions)]  # every option, by its name
     assert json.loads(json.dumps(recorded, allow_nan=False)) == recorded  # strict JSON as recorded
 

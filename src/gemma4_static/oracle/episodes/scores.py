@@ -87,7 +87,7 @@ def hf_references(session: Session, base: Prompt, *, token_by_token: bool = True
 
 def length_row(length: int, results: list[tuple[Case, Judgement | str]], stage: str) -> Row:
     """One prompt length's schedules as one row: the worst error relative to its tolerance; a failure
-    names the first failing schedule and position, and lists every failing case in the detail."""
+    names the first failing schedule and position, and lists the next five failing cases in the detail."""
     judged, raised, check, failing = _outcomes(length, results)
     worst = max((outcome for _, outcome in judged), key=lambda j: j.error / j.tolerance, default=None)
     value, tolerance = (worst.error, worst.tolerance) if worst else (float("inf"), 0.0)
@@ -100,7 +100,7 @@ def length_row(length: int, results: list[tuple[Case, Judgement | str]], stage: 
 def sqnr_row(length: int, results: list[tuple[Case, Scored | str]], stage: str) -> Row:
     """One prompt length's schedules in a low-precision profile: the worst case's SQNR against float64
     (HF's in the profile at its positions beside), gated; a failure names the first failing schedule
-    and position."""
+    and position, and lists the next five failing cases in the detail."""
     judged, raised, check, failing = _outcomes(length, results)
     worst = min((outcome for _, outcome in judged), key=lambda scored: scored.sqnr_db, default=None)
     value = float("nan") if raised or worst is None else worst.sqnr_db

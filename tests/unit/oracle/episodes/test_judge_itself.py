@@ -5,7 +5,9 @@ loop. Each test was seen failing on a deliberate break of the code it pins (docs
 
 from __future__ import annotations
 
+import logging
 import math
+import re
 
 import pytest
 import torch
@@ -151,12 +153,15 @@ def test_the_budget_keeps_the_most_telling_cases_and_counts_the_rest():
     assert [case.name for case in cases[:8]] == ["policy"] * 8  # the port's own policy first, every length
 
 
-def test_each_case_runs_on_a_port_built_with_its_schedule(tiny_model):
+def test_each_case_runs_on_a_port_built_with_its_schedule(tiny_model, caplog):
     port_adapters.SCHEDULES_SEEN.clear()
     options = VerifyOptions(
         port=f"{port_adapters.__name__}:ScheduleRecorder", groups=("schedules",), schedules_budget=150
     )
-    result = verify(tiny_model, options)
+    with caplog.at_level(logging.INFO, logger="gemma4_static.oracle.groups.schedules"):
+        result = verify(tiny_model, options)
+    (said,) = [record.getMessage() for record in caplog.records if record.name.endswith("groups.schedules")]
+    assert re.fullmatch(r"schedules grid: \d+ cases, \d+ port calls", said), said
     cells = [cell for cell in result.figures["grid"] if cell["outcome"] == "pass"]
     ran = {(length, chunks_text(tuple(chunks))) for length, chunks in port_adapters.SCHEDULES_SEEN}
     assert len(cells) >= 10 and {(cell["length"], cell["chunks"]) for cell in cells} <= ran
@@ -188,6 +193,17 @@ def test_a_prompt_lengths_row_is_its_worst_case(worst_first):
     results = [(bad[0], low), (good[0], high)] if worst_first else [(good[0], high), (bad[0], low)]
     row = sqnr_row(12, results, "schedules")
     assert row.status == "FAIL" and row.value == 12.0 and row.hf == 31.0
+
+
+def test_a_rows_detail_lists_the_five_failing_cases_after_the_one_its_check_names():
+    """Eight failing schedules of one prompt length: the check names the first, the detail the next
+    five (a long list of cases is cut there), in the schedules and in the SQNR rows alike."""
+    cases = [_case(12, f"chunks of {size}", (size,) * (12 // size)) for size in (1, 2, 3, 4, 6, 12, 12, 12)]
+    judged = [(case, Judgement(1e-3, 5e-4, 14, first=f"position {index}")) for index, case in enumerate(cases)]
+    scored = [(case, Scored(10.0, 31.0, 20.0, f"position {index}: 10.0 dB")) for index, case in enumerate(cases)]
+    for row in (length_row(12, judged, "schedules"), sqnr_row(12, scored, "schedules")):
+        assert "[first: chunks of 1 [1 x 12]: position 0" in row.check
+        assert [line.split(": position ")[1][0] for line in row.detail.splitlines()] == ["1", "2", "3", "4", "5"]
 
 
 MINIMUM_ROWS = (

@@ -19,14 +19,15 @@ from gemma4_static.oracle.faults.catalogue_family import (
     _ties_to_the_higher_index,
 )
 from gemma4_static.oracle.faults.catalogue_quant import _down_proj_takes_up_proj_range
-from gemma4_static.oracle.faults.fault_patches import never_restoring
+from gemma4_static.oracle.faults.catalogue_vision import _flip_xy
+from gemma4_static.oracle.faults.fault_patches import never_restoring, ring_slot_plus_one
 from gemma4_static.oracle.faults.port_faults import (
     ChunkMaskOffset,
     DecodeAfterPartialChunk,
     RingSlotsLongChunk,
     WrappedRuntimePort,
 )
-from gemma4_static.oracle.faults.static_faults import CalibratedOnPadding, ScalesAlongTheInputs
+from gemma4_static.oracle.faults.static_faults import CalibratedOnPadding, ScalesAlongTheInputs, ZeroPointDropped
 from gemma4_static.ports.prompt import Prompt
 from gemma4_static.quant.fake_quant import signed_range
 from gemma4_static.spec import FULL_ATTENTION, SLIDING_ATTENTION, LayerTypeSpec
@@ -255,3 +256,31 @@ def test_ties_to_the_higher_index_reverses_only_which_of_equal_experts_wins():
     top, index = patched.topk(values, k=2, dim=-1)
     assert index.tolist() == [[2, 0], [1, 2]] and torch.equal(top, torch.topk(values, k=2, dim=-1).values)
     assert patched.softmax is torch.softmax and patched.tensor is torch.tensor
+
+
+def test_ring_slot_plus_one_moves_the_ring_layers_slots_only():
+    cache = SimpleNamespace(is_ring=lambda layer_type: layer_type == SLIDING_ATTENTION)
+    patched = ring_slot_plus_one(lambda kv_cache, layer_type, positions: (kv_cache, layer_type, positions.tolist()))
+    positions = torch.tensor([[3, 4]])
+    assert patched(cache, SLIDING_ATTENTION, positions) == (cache, SLIDING_ATTENTION, [[4, 5]])
+    assert patched(cache, FULL_ATTENTION, positions) == (cache, FULL_ATTENTION, [[3, 4]])
+
+
+def test_flip_xy_swaps_each_patchs_two_coordinates_and_keeps_the_patches_order():
+    positions = torch.tensor([[[0, 1], [2, 3], [4, 5]]])
+    assert _flip_xy(positions).tolist() == [[[1, 0], [3, 2], [5, 4]]]
+
+
+def test_zero_point_dropped_zeroes_the_most_one_sided_observed_range_only():
+    def site(zero_point: float, observed: bool = True) -> SimpleNamespace:
+        return SimpleNamespace(activation=SimpleNamespace(observed=observed, zero_point=torch.tensor(zero_point)))
+
+    lopsided, other, unobserved = site(-9.0), site(4.0), site(100.0, observed=False)
+    weights_only = SimpleNamespace(activation=None)
+    port = object.__new__(ZeroPointDropped)
+    port.inner = SimpleNamespace(
+        runtime=SimpleNamespace(quantization=SimpleNamespace(sites=[weights_only, other, unobserved, lopsided]))
+    )
+    port.after_calibration([])
+    zero_points = [float(s.activation.zero_point) for s in (lopsided, other, unobserved)]
+    assert zero_points == [0.0, 4.0, 100.0]

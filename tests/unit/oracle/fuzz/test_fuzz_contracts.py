@@ -68,3 +68,11 @@ def test_a_reserved_slot_leaves_the_fuzzer_one_token_fewer(tiny_model, monkeypat
     full_then_one_more(machine, target.capacity)
     assert target.coverage["refusal"] == 1 and machine.calls[-1]["what"] == "decode past max_seq"
     target.close()
+
+
+def test_a_divergence_without_its_own_row_is_a_failing_row_holding_its_whole_message():
+    """What a port's ``explain`` is asked about when the fuzzer found a call the port must refuse."""
+    message = "the port accepted a call it must refuse: a decode before any prefill\n  calls: []"
+    row = Divergence(message, []).row
+    assert (row.stage, row.check, row.metric, row.status) == ("fuzz", message, "divergences", "FAIL")
+    assert row.detail == message

@@ -1,6 +1,7 @@
 """The ``decode-masks`` group asks every port for the layouts it decodes: one unpadded row always,
 and three ragged rows left-padded (HF's batched decode layout) wherever the port pads (either side)
-and takes three rows; a port's masks that ignore key padding fail there, and only there."""
+and takes three rows, on a port built for that many; a port's masks that ignore key padding fail
+there, and only there."""
 
 from __future__ import annotations
 
@@ -18,10 +19,14 @@ SEEN: list[tuple[int, bool]] = []  # (rows, whether any is padded) of every deco
 
 
 class Recording(HostStagesPort):
-    """This runtime's decode masks, each call's layout recorded."""
+    """This runtime's decode masks, each call's layout recorded; like a static port, it refuses more
+    rows than it was built for."""
 
     def decode_masks(self, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
-        SEEN.append((attention_mask.shape[0], not bool(attention_mask.bool().all())))
+        rows = attention_mask.shape[0]
+        if rows > self.inner.setup.batch_size:
+            raise ValueError(f"built for {self.inner.setup.batch_size} rows, asked for {rows}")
+        SEEN.append((rows, not bool(attention_mask.bool().all())))
         return super().decode_masks(attention_mask)
 
 

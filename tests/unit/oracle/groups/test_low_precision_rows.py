@@ -15,6 +15,7 @@ from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.results.report_json import schema
 from gemma4_static.oracle.session.sample_plan import sample_prompt
 from gemma4_static.ports.static import StaticRuntimePort
+from tests.unit.ports.port_adapters import WrappedWithImages
 
 STEPS = 3
 SQNR_ROWS = ("SQNR dB", "cosine", "max abs error", "PEIR")  # a metric row each, against float64
@@ -110,3 +111,25 @@ def test_each_input_stage_is_measured_against_float64_under_its_check(tiny_model
     measured = {(row.stage, row.check) for row in rows if row.metric in SQNR_ROWS}
     assert measured == {("token embedding", "vs float64"), ("PLE", "vs float64"), ("vision prefill", "soft tokens")}
     assert all([row.metric for row in rows if (row.stage, row.check) == case] == list(SQNR_ROWS) for case in measured)
+
+
+EMBEDDED: list[torch.Tensor] = []  # the ids each token_embedding call was given
+
+
+class EmbeddingRecorder(WrappedWithImages):
+    """This runtime with images, recording the ids its token embedding is asked for."""
+
+    def token_embedding(self, input_ids: torch.Tensor) -> torch.Tensor:
+        EMBEDDED.append(input_ids.clone())
+        return super().token_embedding(input_ids)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_token_embedding_is_asked_for_the_ids_hfs_language_model_looks_up(tiny_model, dtype):
+    """An image's placeholders are the pad id there (HF's placeholder mask), in every profile."""
+    EMBEDDED.clear()
+    rows = verify(tiny_model, VerifyOptions(port=f"{__name__}:EmbeddingRecorder", dtype=dtype, groups=("inputs",))).rows
+    assert rows and not any(row.failed for row in rows)
+    placeholder, pad = tiny_model.config.image_token_id, tiny_model.config.get_text_config().pad_token_id
+    assert EMBEDDED and all(not (ids == placeholder).any() for ids in EMBEDDED)
+    assert any((ids == pad).sum() > 8 for ids in EMBEDDED)  # an image's tokens, each the pad id

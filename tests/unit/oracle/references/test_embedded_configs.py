@@ -66,12 +66,14 @@ def test_the_e2b_geometry_writes_every_published_value_out():
 
 def test_the_tiny_model_is_what_its_documentation_says(tiny_model):
     """docs/models.md: 10 layers in the 4:1 pattern, 4 KV-shared layers among both layer types,
-    sliding window 6, per-layer embeddings, a double-wide MLP."""
+    sliding window 6, per-layer embeddings (their table over the whole vocabulary of 512, as E2B's),
+    a double-wide MLP."""
     text = tiny_model.config.get_text_config()
     types = list(text.layer_types)
     assert types == (["sliding_attention"] * 4 + ["full_attention"]) * 2
     assert (text.num_kv_shared_layers, text.sliding_window, text.use_double_wide_mlp) == (4, 6, True)
     assert set(types[-4:]) == {"sliding_attention", "full_attention"} and text.hidden_size_per_layer_input > 0
+    assert text.vocab_size_per_layer_input == text.vocab_size == 512
 
 
 def test_a_real_size_layout_of_another_depth_is_refused():

@@ -136,8 +136,9 @@ def test_a_reference_folder_is_refused_for_other_weights_profile_or_plan(tmp_pat
     assert recorded_under["rope"]["float32"] == tolerances.ROPE[torch.float32]
     reference = reference_folder.open_reference(folder)
     reference.admit_model(model, "float32")
-    with pytest.raises(ValueError, match="recorded for model 'linear' with fingerprint"):
+    with pytest.raises(ValueError, match="recorded for model 'linear' with fingerprint") as refused:
         reference.admit_model(_model(seed=1), "float32")
+    assert str(refused.value).endswith("(another model, config or weights): record it again for them")
     with pytest.raises(ValueError, match=r"not 'bfloat16': record it with --dtype bfloat16"):
         reference.admit_model(model, "bfloat16")
     prompt = Prompt(torch.tensor([[5, 6]]), torch.ones(1, 2, dtype=torch.long))
@@ -169,6 +170,9 @@ def test_a_corrupted_missing_or_foreign_reference_is_never_judged(tmp_path):
     manifest["reference_version"] = 99
     (other / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="manifest version 99"):
+        reference_folder.open_reference(other)
+    (other / "manifest.json").write_text(json.dumps([manifest]))  # JSON, but no manifest: no version in it
+    with pytest.raises(ValueError, match=r"manifest version None, this release reads"):
         reference_folder.open_reference(other)
 
 

@@ -39,6 +39,11 @@ def test_a_port_that_needs_an_image_without_a_profile_is_skipped_with_the_reason
         "chunks of W + 1",
         "needs an image, no profile needs an image in every prompt",
     )
+    assert (rows[1].check, rows[1].skipped) == (
+        "grid",
+        "needs an image, no profile needs an image in every prompt and declares no image profile to put one"
+        " before the text",
+    )
 
 
 def test_the_long_prompt_leaves_a_reserved_decode_slot_free(tiny_model):
