@@ -27,7 +27,13 @@ from gemma4_static.oracle.faults.port_faults import (
     RingSlotsLongChunk,
     WrappedRuntimePort,
 )
-from gemma4_static.oracle.faults.static_faults import CalibratedOnPadding, ScalesAlongTheInputs, ZeroPointDropped
+from gemma4_static.oracle.faults.static_faults import (
+    CalibratedOnPadding,
+    RangeBeforeTheNorm,
+    ScalesAlongTheInputs,
+    ZeroPointDropped,
+)
+from gemma4_static.ports import PortSetup
 from gemma4_static.ports.prompt import Prompt
 from gemma4_static.quant.fake_quant import signed_range
 from gemma4_static.spec import FULL_ATTENTION, SLIDING_ATTENTION, LayerTypeSpec
@@ -284,3 +290,43 @@ def test_zero_point_dropped_zeroes_the_most_one_sided_observed_range_only():
     port.after_calibration([])
     zero_points = [float(s.activation.zero_point) for s in (lopsided, other, unobserved)]
     assert zero_points == [0.0, 4.0, 100.0]
+
+
+def test_range_before_the_norm_gives_each_layers_q_k_v_the_range_of_its_residual_stream(monkeypatch):
+    """Layer ``l``'s q/k/v sites get the range of the stream entering layer ``l`` over the valid
+    positions of every prompt (one row at a time, as calibrated); no other site is touched."""
+    prompts = [
+        Prompt(torch.tensor([[5, 6, 7]]), torch.tensor([[1, 1, 0]])),
+        Prompt(torch.tensor([[8, 9, 3]]), torch.tensor([[1, 1, 1]])),
+    ]
+    streams = {  # each prompt's hidden states (the stream into layer 0, into layer 1, the output): (1, 3, 2)
+        id(prompts[0]): [
+            torch.tensor([[[1.0, 2.0], [-1.0, 0.0], [99.0, -99.0]]]),
+            torch.tensor([[[3.0, 4.0], [3.0, 4.0], [99.0, -99.0]]]),
+            torch.zeros(1, 3, 2),
+        ],
+        id(prompts[1]): [torch.tensor([[[0.5, 0.5]] * 3]), torch.tensor([[[-5.0, 1.0]] * 3]), torch.zeros(1, 3, 2)],
+    }
+    built = []
+
+    class Floating:
+        def __init__(self, model, setup):
+            built.append((model, setup))
+
+        def prefill(self, prompt, *, keep_intermediates):
+            return SimpleNamespace(hidden_states=streams[id(prompt)])
+
+    ranges = []
+    monkeypatch.setattr(static_faults, "StaticRuntimePort", Floating)
+    monkeypatch.setattr(static_faults, "set_range", lambda site, low, high: ranges.append((site.name, low, high)))
+    names = [f"layer {layer} {site}" for layer in (0, 1) for site in ("q_proj", "k_proj", "v_proj", "o_proj")]
+    port = object.__new__(RangeBeforeTheNorm)
+    quantization = SimpleNamespace(sites=[SimpleNamespace(name=name) for name in names])
+    port.inner = SimpleNamespace(
+        model="model", setup=PortSetup(8, 2), runtime=SimpleNamespace(quantization=quantization)
+    )
+    port.after_calibration(prompts)
+    assert built == [("model", PortSetup(8, 1))]
+    layer_0, layer_1 = (-1.0, 2.0), (-5.0, 4.0)  # the padded position's 99 and -99 left out
+    expected = [(f"layer 0 {site}", *layer_0) for site in ("q_proj", "k_proj", "v_proj")]
+    assert ranges == expected + [(f"layer 1 {site}", *layer_1) for site in ("q_proj", "k_proj", "v_proj")]
