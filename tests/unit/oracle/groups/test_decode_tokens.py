@@ -23,7 +23,7 @@ class DecodeRecorder(WrappedRuntimePort):
 
 @pytest.mark.usefixtures("hf_answers_kept")  # the second run asks HF the first one's questions
 def test_two_runs_of_the_decode_group_feed_the_same_tokens(tiny_model):
-    options = VerifyOptions(port=f"{__name__}:DecodeRecorder", groups=("decode",))
+    options = VerifyOptions(port=f"{__name__}:DecodeRecorder", groups=("decode",), steps=3)
     runs = []
     for _ in range(2):
         FED.clear()
