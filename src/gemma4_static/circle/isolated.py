@@ -139,17 +139,16 @@ def run_isolated(graph: bytes, tensors: list[torch.Tensor]) -> list[torch.Tensor
             np.save(folder / f"input{index}.npy", np.ascontiguousarray(tensor.detach().numpy()))
         code = _running_server().exit_code(folder, len(tensors))
         if code != 0:
-            stderr = folder / "stderr"
-            raise OnertRefused(_message(code, stderr.read_text() if stderr.exists() else ""))
+            raise OnertRefused(_message(code, folder / "stderr"))
         count = int((folder / "count").read_text())
         return [torch.from_numpy(np.load(folder / f"output{index}.npy")) for index in range(count)]
 
 
-def _message(code: int, stderr: str) -> str:
-    """onert's own lines from the child's stderr (its prepare or load failure), else the last line; a
-    crash by the signal that ended it."""
+def _message(code: int, stderr: Path) -> str:
+    """onert's own lines from the child's stderr file (its prepare or load failure), else the last
+    line; a crash by the signal that ended it."""
     if code < 0:
         return f"onert crashed (signal {-code})"
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    lines = [line.strip() for line in stderr.read_text().splitlines() if line.strip()]
     own = [line for line in lines if "failed at line" in line or line.startswith(("Error", "Fail"))]
     return "; ".join(own) if own else (lines[-1] if lines else f"exit {code}")
