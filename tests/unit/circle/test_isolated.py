@@ -52,21 +52,28 @@ def _ends(pid: int, seconds: float = 10.0) -> bool:
 
 
 def test_a_server_that_does_not_answer_in_time_is_killed_with_its_child(doubling, monkeypatch, tmp_path):
-    """A server whose child hangs (here: one that sleeps instead of running the graph) is killed with
-    that child when the time is up; the next graph starts another server."""
+    """A server whose child hangs (here: a child forked as the server starts, which sleeps, and a server
+    that waits for it instead of answering) is killed with that child when the time is up; the next
+    graph starts another server. The graph is sent once the child has said its pid: the time counts
+    from the question, so a short one cannot end the server before its child exists."""
     child = tmp_path / "child"
     hangs = (
-        "import os, sys, time\nsys.stdin.readline()\nif os.fork() == 0:\n"
-        f"    open({str(child)!r}, 'w').write(str(os.getpid()))\n    time.sleep(600)\nos.wait()\n"
+        "import os, sys, time\nif os.fork() == 0:\n"
+        f"    open({str(child)!r} + '.part', 'w').write(str(os.getpid()))\n"
+        f"    os.replace({str(child)!r} + '.part', {str(child)!r})\n    time.sleep(600)\n"
+        "sys.stdin.readline()\nos.wait()\n"
     )
     monkeypatch.setattr(isolated, "SERVER", hangs)
-    monkeypatch.setattr(isolated, "SECONDS", 2)
+    monkeypatch.setattr(isolated, "SECONDS", 0.2)
     monkeypatch.setattr(isolated, "_server", None)
+    late = isolated._running_server()
+    deadline = time.monotonic() + 10
+    while not child.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
     x = torch.ones(1, 4)
-    with pytest.raises(OnertRefused, match=r"^onert did not finish in 2 s$"):
+    with pytest.raises(OnertRefused, match=r"^onert did not finish in 0.2 s$"):
         run_isolated(doubling, [x])
-    late = isolated._server
-    assert late.process.returncode == -9 and _ends(int(child.read_text()))
+    assert isolated._server is late and late.process.returncode == -9 and _ends(int(child.read_text()))
     monkeypatch.setattr(isolated, "SERVER", SERVER)
     (output,) = run_isolated(doubling, [x])
     assert torch.equal(output, 2 * x) and isolated._server is not late
