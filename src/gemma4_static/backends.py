@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .executorch.cache_program import CacheProgram
-from .executorch.stage_programs import stage_programs
-from .executorch.xnnpack_quant import XnnpackQuantization
-from .npu.packed import pack_projections
-from .quant import QuantProfile, parse_scheme, quantize
-from .stack import LayerStack
+if TYPE_CHECKING:  # what runs a backend is imported where it runs: reading the names imports no torch
+    from .executorch.cache_program import CacheProgram
+    from .executorch.xnnpack_quant import XnnpackQuantization
+    from .quant import QuantProfile
+    from .stack import LayerStack
 
 
 @dataclass(frozen=True)
@@ -53,6 +52,9 @@ class Backend:
             )
         if self.packed:
             raise ValueError(f"backend={self.name!r} runs float weights (use backend='torch'), got quant={quant!r}")
+        from .executorch.xnnpack_quant import XnnpackQuantization
+        from .quant import parse_scheme, quantize
+
         scheme = parse_scheme(quant)
         return XnnpackQuantization(scheme) if self.programs else quantize(modules, scheme)
 
@@ -63,12 +65,22 @@ class Backend:
 
             return circle_stages(modules)
         if self.packed:
+            from .npu.packed import pack_projections
+
             pack_projections(modules)
-        return stage_programs(modules, quantization) if self.programs else modules
+        if not self.programs:
+            return modules
+        from .executorch.stage_programs import stage_programs
+
+        return stage_programs(modules, quantization)
 
     def program(self, modules: Any, stack: LayerStack, quantization: Any = None) -> CacheProgram | None:
         """The one-program form of the text stages (``in_program``), else ``None``."""
-        return CacheProgram(modules, stack, quantization) if self.in_program else None
+        if not self.in_program:
+            return None
+        from .executorch.cache_program import CacheProgram
+
+        return CacheProgram(modules, stack, quantization)
 
 
 BACKENDS = {

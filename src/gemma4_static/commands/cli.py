@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ..backends import BACKENDS
-from ..oracle.options import group_names
+from ..oracle.group_folder import group_names
 from . import compare as compare_command
 from . import fuzz as fuzz_command
 from . import merge as merge_command

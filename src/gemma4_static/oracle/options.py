@@ -7,15 +7,14 @@ mask fill of this project's runtime, the integer scheme) are bound once, where t
 instances (:class:`~.session.port_under_test.PortUnderTest`), so no check group can drop one.
 
 The check groups are the modules of :mod:`.groups` (a group is its file: ``decode_masks.py`` is
-``decode-masks``); this module reads their names from that folder without importing them."""
+``decode-masks``); their names are read from that folder without importing them
+(:mod:`.group_folder`)."""
 
 from __future__ import annotations
 
 import math
-import pkgutil
 from dataclasses import dataclass, replace
 from functools import cached_property
-from pathlib import Path
 
 import torch
 
@@ -23,6 +22,7 @@ from ..backends import backend_named
 from ..ports.registry import DEFAULT_PORT, declared_limits, port_factory
 from ..ports.static import StaticRuntimePort
 from ..quant import Scheme, parse_scheme
+from .group_folder import group_names
 from .numerics.gates import GATES, quant_gate
 from .references.reference_folder import Reference
 from .shards import Shard
@@ -30,14 +30,6 @@ from .shards import Shard
 PROFILES = (torch.float32, *GATES)  # float32 is checked against HF float32, the others against float64
 # port calls the schedules grid runs by default: tiny's grid whole, E2B's in minutes (without chunks of 1)
 GRID_BUDGET = 3000
-GROUPS_FOLDER = Path(__file__).with_name("groups")
-
-
-def group_names() -> tuple[str, ...]:
-    """The names of the check groups: the modules of :mod:`.groups` (``_``-prefixed helpers aside),
-    underscores as hyphens, in name order (their data-flow order is :data:`.groups.GROUPS`'s)."""
-    modules = pkgutil.iter_modules([str(GROUPS_FOLDER)])
-    return tuple(sorted(module.name.replace("_", "-") for module in modules if not module.name.startswith("_")))
 
 
 def _positive(name: str, value: object, *, optional: bool) -> None:
