@@ -61,15 +61,18 @@ def read_probe() -> Callable[[], object]:
     return probe.sum
 
 
-def int4_bytes(group: int) -> float:
-    """Bytes of a weight in int4: 4 bits and a bfloat16 scale per ``group`` weights (XNNPACK's qb4w)."""
-    return 0.5 + 2 / group
+def int4_bytes(weight: torch.Tensor, group: int) -> int:
+    """Bytes of 2-D ``weight`` in int4: 4 bits a weight and a bfloat16 scale per ``group`` weights
+    (XNNPACK's qb4w); ``group`` 0: a float32 scale per output row (per channel: its qc4w)."""
+    scales = weight.shape[0] * 4 if group == 0 else weight.numel() // group * 2
+    return weight.numel() // 2 + scales
 
 
 def bytes_per_step(model: nn.Module, group: int | None = None) -> int:
     """Bytes of weights one decode step reads: every parameter once (by storage: the LM head tied to
     the token table is one matrix, read whole), an embedding table's one row unless the LM head reads
-    it whole; with ``group``: every 2-D weight but the tables in int4 in groups of ``group``."""
+    it whole; with ``group``: every 2-D weight but the tables in int4 in groups of ``group`` (0: per
+    channel)."""
     head = model.get_output_embeddings().weight
     rows = {
         module.weight.data_ptr(): module.weight[0]
@@ -84,7 +87,7 @@ def bytes_per_step(model: nn.Module, group: int | None = None) -> int:
         if parameter.data_ptr() in rows:
             total += rows[parameter.data_ptr()].nbytes
         elif group is not None and parameter.dim() == 2:
-            total += int(parameter.numel() * int4_bytes(group))
+            total += int4_bytes(parameter, group)
         else:
             total += parameter.nbytes
     return total
@@ -135,7 +138,12 @@ def main() -> None:
     parser.add_argument("--max-seq", type=int, default=1024)
     parser.add_argument("--prompt", type=int, default=256)
     parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--group", type=int, default=GROUP, help="int4 weights per scale in the 8da4w sides")
+    parser.add_argument(
+        "--group",
+        type=int,
+        default=GROUP,
+        help="int4 weights per scale in the 8da4w sides (0: one scale per output channel)",
+    )
     parser.add_argument("--sides", nargs="*", default=["executorch-8da4w"], choices=SIDES)
     args = parser.parse_args()
     os.environ.setdefault("GEMMA4_STATIC_PROGRAM_CACHE", "off")  # no multi-GB program in the user's cache
@@ -145,9 +153,10 @@ def main() -> None:
     model = converted(load_checkpoint(args.folder), getattr(torch, args.dtype))  # as verify loads it
     config = model.config
     probe = read_probe()
+    grouping = "per channel" if args.group == 0 else f"in groups of {args.group}"
     print(
         f"{args.folder}: {config.num_hidden_layers} layers of E2B's real widths, {args.dtype}; max_seq "
-        f"{args.max_seq}, prompt {args.prompt}, batch 1; 8da4w in groups of {args.group}; {machine()}"
+        f"{args.max_seq}, prompt {args.prompt}, batch 1; 8da4w {grouping}; {machine()}"
     )
     prompt = text_prompt(config, [args.prompt])
     token = torch.full((1, 1), 7)
