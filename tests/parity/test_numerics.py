@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -163,6 +164,8 @@ def test_metric_formulas_on_known_values():
     assert measure(reference, reference).sqnr_db == float("inf")
     assert measure(-reference, reference).cosine == pytest.approx(-1.0)
     assert measure(torch.tensor([float("nan"), 0, 0, 0]), reference).sqnr_db != measure(reference, reference).sqnr_db
+    constant = torch.full((4,), 3.0)  # no interval: no error is a PEIR of 0, any error an infinite one
+    assert measure(constant, constant).peir == 0.0 and measure(constant + 0.5, constant).peir == math.inf
     logits = torch.tensor([[0.0, 3.0, 1.0, 2.0, 5.0, 4.0], [9.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
     other = torch.tensor([[0.0, 3.0, 1.0, 2.0, 4.0, 5.0], [9.0, 0.0, 0.0, 0.0, 0.0, 1.0]])
     assert top_k_check(other, logits, 1, bound=0.5).missed == 1  # row 0's gap 1 is decided, row 1 agrees
