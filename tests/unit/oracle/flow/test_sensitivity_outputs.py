@@ -87,3 +87,31 @@ def test_the_per_layer_inputs_are_compared_where_the_model_has_them_and_the_port
     assert compared.shape == (5, 2, 5) and torch.equal(
         extract(PortPrefill(torch.zeros(2, 3), per_layer_inputs=ple)), ple[mask.bool()]
     )
+    static = torch.randn(2, 4, 2, 5)  # a port's per-layer inputs over its static length: the prompt's 3 read
+    assert torch.equal(extract(PortPrefill(torch.zeros(2, 3), per_layer_inputs=static)), static[:, :3][mask.bool()])
+
+
+def test_the_soft_tokens_are_compared_where_the_prompt_has_images_and_the_port_returns_them():
+    """HF's soft tokens in float64 (``get_image_features`` of the pixels in float64), one image after
+    the other, against the port's; neither side asked without images or without the port's."""
+    images = [torch.randn(2, 4, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)]
+    asked = []
+
+    def image_features(pixels: torch.Tensor, position_ids: str) -> SimpleNamespace:
+        asked.append((pixels.dtype, position_ids))
+        return SimpleNamespace(pooler_output=images)
+
+    def outputs(pixels: torch.Tensor | None, soft_tokens: tuple | None) -> dict:
+        reference = HFPrefill(torch.zeros(2, 5, 3), hidden_states=None, last_layer=None)
+        session = _session(reference, soft_tokens=soft_tokens)
+        session.prompt.pixel_values, session.prompt.image_position_ids = pixels, "positions"
+        session.reference_model = SimpleNamespace(model=SimpleNamespace(get_image_features=image_features))
+        return _reference_outputs(session)
+
+    ours = (torch.ones(2, 4), torch.zeros(3, 4))
+    assert "vision" not in outputs(None, ours) and "vision" not in outputs(torch.ones(1, 3), None) and not asked
+    described, extract, compared = outputs(torch.ones(1, 3), ours)["vision"]
+    assert described == "soft tokens" and asked == [(torch.float64, "positions")]
+    assert torch.equal(compared, torch.cat(images)) and torch.equal(
+        extract(PortPrefill(None, soft_tokens=ours)), torch.cat(ours)
+    )
