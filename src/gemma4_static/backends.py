@@ -52,11 +52,14 @@ class Backend:
             )
         if self.packed:
             raise ValueError(f"backend={self.name!r} runs float weights (use backend='torch'), got quant={quant!r}")
-        from .executorch.xnnpack_quant import XnnpackQuantization
         from .quant import parse_scheme, quantize
 
         scheme = parse_scheme(quant)
-        return XnnpackQuantization(scheme) if self.programs else quantize(modules, scheme)
+        if not self.programs:
+            return quantize(modules, scheme)
+        from .executorch.xnnpack_quant import XnnpackQuantization
+
+        return XnnpackQuantization(scheme)
 
     def stages(self, modules: Any, quantization: Any = None) -> Any:
         """What the runtime's glue calls: the PyTorch ``modules`` themselves, or their stage programs."""
