@@ -82,7 +82,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     return f"gemma4 kernels: {_kernels()}" if _runs_tests(config) else None
 
 
-_found_clean: dict[str, tuple[tuple, tuple]] = {}  # each owner's names and values as last found clean
+_found_clean: dict[str, tuple] = {}  # each owner's values as last found clean, in its names' order
 _classes_of: dict[str, list[tuple[str, type]]] = {}  # each module's classes when it was last found clean
 _library_modules: tuple[int, list[tuple[str, types.ModuleType]]] = (0, [])  # sys.modules' size, the modules
 
@@ -128,10 +128,10 @@ def _modules() -> list[tuple[str, types.ModuleType]]:
 
 
 def _unchanged(owner: str, names: Mapping[str, object]) -> bool:
-    """Every name of ``owner`` still bound to the value it was found clean with (none added or dropped)."""
-    keys, values = _found_clean.get(owner, ((), ()))
-    same_names = len(names) == len(keys) and all(map(operator.is_, names, keys))
-    return same_names and all(map(operator.is_, names.values(), values))
+    """``owner``'s names still bound to the values it was found clean with, in order (a name renamed
+    but bound to the same value brings no substitute: the values alone are compared)."""
+    values = _found_clean.get(owner, ())
+    return len(names) == len(values) and all(map(operator.is_, names.values(), values))
 
 
 def _scanned(owner: str, names: Mapping[str, object]) -> list[str]:
@@ -142,7 +142,7 @@ def _scanned(owner: str, names: Mapping[str, object]) -> list[str]:
         if isinstance(value, mock.NonCallableMock) or _from_a_test(value)
     ]
     if not found:
-        _found_clean[owner] = (tuple(names), tuple(names.values()))
+        _found_clean[owner] = tuple(names.values())
     return found
 
 
