@@ -124,6 +124,10 @@ EQUIVALENT: dict[str, str] = {
     "gemma4_static.oracle.references.trained.x__calibrate_clip_bounds__mutmut_4": (
         "getattr's default None for False in a truth test: a module without the attribute is left out either way"
     ),
+    "gemma4_static.oracle.numerics.reference_quant.xǁReferenceActivationǁ_chosen__mutmut_19": (
+        "zero_point_dtype left to torchao: its default follows the target dtype, torch.int32 as given (torchao"
+        " 0.18; 4, 8 and 16 bits, symmetric or not: the same scale, zero point and dequantized values)"
+    ),
     "gemma4_static.oracle.groups._shared.x_kv_rows_vs_float64__mutmut_30": (
         "zip's strict None for True: both lists are paired_kv over the same port's cache (HF in float64 and"
         " in the profile: one config), of the same layers in the same order, so strict never has to raise"

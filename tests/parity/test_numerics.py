@@ -166,6 +166,8 @@ def test_metric_formulas_on_known_values():
     assert measure(torch.tensor([float("nan"), 0, 0, 0]), reference).sqnr_db != measure(reference, reference).sqnr_db
     constant = torch.full((4,), 3.0)  # no interval: no error is a PEIR of 0, any error an infinite one
     assert measure(constant, constant).peir == 0.0 and measure(constant + 0.5, constant).peir == math.inf
+    zeros, empty = torch.zeros(3), torch.zeros(0)  # no norm: equal is a cosine of 1, no elements no error
+    assert measure(zeros, zeros).cosine == 1.0 and measure(empty, empty).max_abs == 0.0
     logits = torch.tensor([[0.0, 3.0, 1.0, 2.0, 5.0, 4.0], [9.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
     other = torch.tensor([[0.0, 3.0, 1.0, 2.0, 4.0, 5.0], [9.0, 0.0, 0.0, 0.0, 0.0, 1.0]])
     assert top_k_check(other, logits, 1, bound=0.5).missed == 1  # row 0's gap 1 is decided, row 1 agrees

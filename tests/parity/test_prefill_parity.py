@@ -53,6 +53,9 @@ def test_static_inputs_match_what_hf_sees(prefill_image_case, tiny_model):
     prompt, _, outputs, _ = prefill_image_case
     inputs = outputs.inputs
     assert_rows_pass([parity.static_input_row(prompt, inputs.input_ids, inputs.valid, tiny_model.config)])
+    shorter = inputs.input_ids[:, :4], inputs.valid[:, :4]  # fewer slots than the prompt's tokens: all mismatch
+    row = parity.static_input_row(prompt, *shorter, tiny_model.config)
+    assert row.failed and row.value == prompt.input_ids.numel() and row.check == "ids, valid mask"
 
 
 def test_token_embedding_is_exact(gemma4_model):

@@ -46,6 +46,8 @@ def test_vision_stage_matches_hf(vision_model, images, report):
     counts = images["num_soft_tokens_per_image"].tolist()
     report(f"vision stage ({counts} soft tokens): {len(rows)} sub-stages, worst {worst.value:.3g}")
     assert_rows_pass(rows)
+    layers = vision_model.config.vision_config.num_hidden_layers
+    assert {row.stage for row in rows} == {"vision prefill"} and len(rows) == layers + 3  # each layer its row
 
 
 def _prefill_and_generation_rows(model, prompt, **runtime_options) -> list:

@@ -15,6 +15,7 @@ from gemma4_static.oracle.options import VerifyOptions, group_names
 from gemma4_static.oracle.references.reference_folder import open_reference
 from gemma4_static.oracle.session.port_under_test import PortUnderTest
 from gemma4_static.oracle.session.session import open_session
+from gemma4_static.oracle.shards import Shard
 from gemma4_static.ports import PortSetup
 from gemma4_static.ports.static import StaticRuntimePort
 
@@ -58,6 +59,7 @@ def test_the_options_are_frozen_and_say_what_they_run():
     recorded = options.as_dict()
     assert recorded["mask_value"] == -30000.0 and recorded["groups"] is None and recorded["quant"] == "a8w8"
     assert recorded["dtype"] == "float32" and VerifyOptions(dtype=torch.bfloat16).as_dict()["dtype"] == "bfloat16"
+    assert recorded["shard"] is None and VerifyOptions(shard=Shard.parse("2/3")).as_dict()["shard"] == "2/3"
     assert list(recorded) == [field.name for field in dataclasses.fields(VerifyOptions)]  # every option, by its name
     assert json.loads(json.dumps(recorded, allow_nan=False)) == recorded  # strict JSON as recorded
 

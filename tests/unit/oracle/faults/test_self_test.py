@@ -8,7 +8,8 @@ import pytest
 from gemma4_static.commands import cli
 from gemma4_static.oracle.checks import parity
 from gemma4_static.oracle.faults.catalogue import CATALOGUE, FAULT_NAMES, faults_named
-from gemma4_static.oracle.faults.self_test import format_result, run_fault
+from gemma4_static.oracle.faults.faults import Fault
+from gemma4_static.oracle.faults.self_test import format_result, run_fault, run_self_test
 from gemma4_static.oracle.flow.verify import run_verification, verify
 from gemma4_static.oracle.options import VerifyOptions
 
@@ -83,6 +84,12 @@ def test_self_test_fails_when_the_catching_check_is_removed(capsys):
     captured = capsys.readouterr()
     assert "MISSED  rope-positions-from-one" in captured.out
     assert "no check catches ['rope-positions-from-one']" in captured.err
+
+
+def test_a_fault_the_model_cannot_show_is_not_run_and_says_why(tiny_model):
+    moe_only = Fault("moe-only", "a bug of the expert block", (), needs_text="enable_moe_block")
+    baseline, (result,) = run_self_test(tiny_model, VerifyOptions(groups=("inputs",)), faults=(moe_only,))
+    assert baseline and result.not_applicable == "the model has no enable_moe_block" and result.failed == ()
 
 
 def test_unknown_names_are_usage_errors(capsys):

@@ -100,6 +100,17 @@ def test_shards_merge_into_the_whole_runs_rows_and_verdict():
     assert backwards["rows"] == merged["rows"] and backwards["merged"] == {"shards": ["a.json", "b.json"]}
 
 
+def test_a_row_of_a_group_the_table_does_not_name_comes_after_the_tables_groups():
+    """A port's own row (a group outside :data:`GROUPS`, as a third-party port may report) is kept,
+    after every row of the table's groups, in its shard's order."""
+    own = _row("its own check", "own stage", "own check", 0.0)
+    first = [own, _row("rope", "RoPE", "full_attention float32", 0.0)]
+    second = [_row("layers", "decoder layers", "layers 0-1 hidden states", 1e-6)]
+    merged = merge_reports([("a.json", _shard(1, 2, first, [])), ("b.json", _shard(2, 2, second, []))])
+    checks = [row["check"] for row in merged["rows"]]
+    assert checks == ["full_attention float32", "layers 0-1 hidden states", "own check"]
+
+
 def test_a_failing_row_in_any_shard_fails_the_merged_run():
     _, shards = _whole()
     failing = copy.deepcopy(shards)

@@ -23,7 +23,8 @@ SQNR_ROWS = ("SQNR dB", "cosine", "max abs error", "PEIR")  # a metric row each,
 
 @pytest.fixture(scope="module")
 def bf16_rows(tiny_model):
-    return verify(tiny_model, VerifyOptions(dtype=torch.bfloat16, groups=("layers", "decode"), steps=STEPS)).rows
+    groups = ("layers", "chunked-prefill", "decode")
+    return verify(tiny_model, VerifyOptions(dtype=torch.bfloat16, groups=groups, steps=STEPS)).rows
 
 
 def _checks(rows, stage: str) -> list[tuple[str, str]]:
@@ -50,6 +51,8 @@ def test_each_low_precision_row_is_under_its_check_and_passes(bf16_rows):
     assert {check.split(",")[0] for check, _ in _checks(bf16_rows, "generation")} == {generation}
     (matched,) = [row for row in bf16_rows if row.metric == "matched prefix"]
     assert matched.value == STEPS  # every token of the port's generation compared
+    chunked = [row for row in bf16_rows if row.group == "chunked-prefill"]
+    assert chunked and {row.stage for row in chunked} == {"chunked prefill"}
 
 
 def test_every_row_is_a_row_of_the_reports_schema(bf16_rows):
@@ -122,6 +125,20 @@ class EmbeddingRecorder(WrappedWithImages):
     def token_embedding(self, input_ids: torch.Tensor) -> torch.Tensor:
         EMBEDDED.append(input_ids.clone())
         return super().token_embedding(input_ids)
+
+
+class EmbeddingRaises(WrappedWithImages):
+    """This runtime with images, its token embedding raising."""
+
+    def token_embedding(self, input_ids: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("no token embedding today")
+
+
+def test_a_token_embedding_that_raises_is_one_fail_row_under_its_check_in_bfloat16(tiny_model):
+    options = VerifyOptions(port=f"{__name__}:EmbeddingRaises", dtype=torch.bfloat16, groups=("inputs",))
+    failed = [row for row in verify(tiny_model, options).rows if row.failed]
+    assert [(row.stage, row.check) for row in failed] == [("token embedding", "vs float64: the port raised")]
+    assert "no token embedding today" in failed[0].raised
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -39,7 +39,9 @@ def test_the_table_ranks_each_mode_under_its_header():
     lines = table_lines(SWEEP)
     assert lines[0].startswith("sensitivity a8w8: every group quantized: logits SQNR 30.0 dB, top-1 95.0%")
     headers = [index for index, line in enumerate(lines) if line.lstrip().startswith("rank")]
-    assert len(headers) == 2 and all("KL mean" in lines[i] and "KL max" in lines[i] for i in headers)
+    assert len(headers) == 2 and all(lines[i] == lines[headers[0]] for i in headers)
+    columns = ["rank", "group", "output", "SQNR", "cosine", "PEIR", "|", "logits", "SQNR", "cosine", "PEIR", "top-1"]
+    assert lines[headers[0]].split() == [*columns, "KL", "mean", "KL", "max"]
     only, all_but = lines[headers[0] + 1 : headers[0] + 3], lines[headers[1] + 1 : headers[1] + 3]
     assert [line.split()[1:3] for line in only] == [["LM", "head"], ["layer", "0"]]  # the costliest first
     assert [line.split()[1:3] for line in all_but] == [["LM", "head"], ["layer", "0"]]  # the largest saving first

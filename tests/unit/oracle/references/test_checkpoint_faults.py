@@ -104,6 +104,16 @@ def test_a_checkpoint_is_described_from_its_headers(saved):
     }
 
 
+def test_a_checkpoint_of_two_dtypes_is_stored_in_the_one_holding_most_bytes(saved_bfloat16, tmp_path):
+    """A float32 tensor beside the bfloat16 weights (as a checkpoint keeping a few tensors wide)."""
+    folder = tmp_path / "mixed"
+    shutil.copytree(saved_bfloat16, folder)
+    save_file({"wide": torch.zeros(10, 10)}, str(folder / "wide.safetensors"))
+    alone, mixed = open_checkpoint(saved_bfloat16), open_checkpoint(folder)
+    assert (mixed.stored_dtype, mixed.parameters) == (torch.bfloat16, alone.parameters + 100)
+    assert mixed.size_bytes == alone.size_bytes + 400
+
+
 def test_a_checkpoint_loads_in_the_dtype_asked_for(saved_bfloat16, tiny_model):
     assert open_checkpoint(saved_bfloat16).stored_dtype == torch.bfloat16
     stored = load_checkpoint(saved_bfloat16)

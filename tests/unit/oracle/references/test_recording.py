@@ -148,6 +148,21 @@ def test_a_reference_folder_is_refused_for_other_weights_profile_or_plan(tmp_pat
     assert "linear, 1 answers" in reference.describe()
 
 
+def test_a_saved_reference_answers_from_its_folder_and_saves_again_into_it(tmp_path):
+    """Read back, the answer is the recorded one, tensors and all, without computing it; saved again
+    into its own folder (recorded anew), it is written over."""
+    model = _model()
+    folder = _folder(tmp_path, model)
+    expected = question(model, torch.tensor([1, 2, 3]))
+    reference, asked = reference_folder.open_reference(folder), len(CALLS)
+    with reference.recording.active():
+        answer = question(model, torch.tensor([1, 2, 3]))
+    assert len(CALLS) == asked and torch.equal(answer["logits"], expected["logits"])
+    assert int(answer["pair"][0]) == 6 and math.isnan(answer["nan"])
+    reference_folder.save_reference(reference, {"sample prompt": 1})
+    assert reference_folder.open_reference(folder).manifest["seeds"] == {"sample prompt": 1}
+
+
 def test_a_corrupted_missing_or_foreign_reference_is_never_judged(tmp_path):
     folder = _folder(tmp_path, _model())
     answers = folder / "answers.safetensors"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import resource
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -109,7 +110,9 @@ def test_a_run_that_cannot_fit_is_refused_naming_both_figures(saved_bfloat16):
     )
     Budget(files, budget.needed, found=None, limit=None).check()  # nothing found, nothing refused
     assert Budget(files, budget.needed, found=None, limit=None).describe().endswith("; unknown memory available")
-    assert Budget(files, budget.needed, found=12 * 10**9, limit=None).describe().endswith("; 12.0 GB available")
+    described = Budget(files, budget.needed, found=12 * 10**9, limit=None).describe()
+    stored = f"{files.folder}: {files.parameters / 1e9:.2f} billion parameters stored in bfloat16"
+    assert described.startswith(stored) and described.endswith("; 12.0 GB available")
     roomy = Budget(files, budget.needed, found=budget.needed.total, limit=budget.needed.total)
     roomy.check()
     tight = Budget(files, budget.needed, found=budget.needed.total - 1, limit=budget.needed.total - 1)
@@ -146,6 +149,17 @@ def test_the_machine_memory_and_the_peak_are_read_from_proc(tmp_path, monkeypatc
     proc.write_text("MemTotal:       24000000 kB\n")  # the file without the field
     monkeypatch.setattr(memory, path, proc)
     assert read() == fallback()
+
+
+def test_without_proc_the_peak_is_ru_maxrss_in_the_platforms_unit(tmp_path, monkeypatch):
+    """KiB on Linux, bytes on macOS (``getrusage``'s ``ru_maxrss``)."""
+    monkeypatch.setattr(memory, "PROC_STATUS", tmp_path / "absent")
+    kilobytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    monkeypatch.setattr(memory.resource, "getrusage", lambda who: SimpleNamespace(ru_maxrss=kilobytes))
+    monkeypatch.setattr(memory.sys, "platform", "linux")
+    assert memory.peak_resident() == kilobytes * 1024
+    monkeypatch.setattr(memory.sys, "platform", "darwin")
+    assert memory.peak_resident() == kilobytes
 
 
 def test_the_peak_counts_what_this_process_holds():

@@ -90,6 +90,8 @@ def test_a_dropped_zero_point_fails_the_reference_check():
         ours.observe(ONE_SIDED)
         ours.freeze()
     theirs = ReferenceActivation(8)
+    with pytest.raises(ValueError, match=r"^the reference activation quantizer saw no calibration data$"):
+        theirs.qparams()
     theirs.observe(ONE_SIDED)
     assert int(ours.zero_point) != int(theirs.qparams()[1])
     assert not torch.equal(ours(ONE_SIDED), theirs(ONE_SIDED))
