@@ -128,6 +128,24 @@ EQUIVALENT: dict[str, str] = {
         "zero_point_dtype left to torchao: its default follows the target dtype, torch.int32 as given (torchao"
         " 0.18; 4, 8 and 16 bits, symmetric or not: the same scale, zero point and dequantized values)"
     ),
+    "gemma4_static.oracle.numerics.metrics.x_measure__mutmut_12": (
+        "float('NAN') for float('nan'): float() reads NaN's name in any case"
+    ),
+    "gemma4_static.oracle.numerics.gates.x__integer_gate__mutmut_8": (
+        "zip's strict None for True over the gate table's literal rows, each as long as GATED_STAGES (the"
+        " module imports with strict=True, so no row is shorter or longer)"
+    ),
+    "gemma4_static.oracle.numerics.sensitivity_report.x_write_chart__mutmut_55": (
+        "the line's colour '#C44E52' for '#c44e52': matplotlib reads hex colours in either case, the same RGBA"
+    ),
+    "gemma4_static.oracle.faults.port_faults.xǁDecodeAfterPartialChunkǁprefill__mutmut_16": (
+        "len(chunks) >= 1 for > 1: with one chunk, chunks[-1] < chunks[0] compares it with itself (false);"
+        " with none, the condition is false before any index either way"
+    ),
+    "gemma4_static.oracle.fuzz.target.xǁFuzzTargetǁsecond__mutmut_6": (
+        "the cache key's tag 'TOKEN BY TOKEN' for 'token by token': only this method writes and reads keys"
+        " that start with a string (the one-pass references are keyed by ids alone), so it answers the same"
+    ),
     "gemma4_static.oracle.groups._shared.x_kv_rows_vs_float64__mutmut_30": (
         "zip's strict None for True: both lists are paired_kv over the same port's cache (HF in float64 and"
         " in the profile: one config), of the same layers in the same order, so strict never has to raise"

@@ -188,6 +188,22 @@ def test_a_decode_tokens_choices_are_keyed_by_its_whole_history(tester_model):
     assert moe_layers and ledger.matched == len(moe_layers), (ledger.matched, moe_layers)
 
 
+def test_a_padded_rows_tokens_are_keyed_by_its_valid_tokens_alone(tester_model):
+    """A left-padded batch (HF's batched layout): each valid token is keyed by the valid tokens up to
+    it, padding left out (a padded slot has no key), so a choice this runtime recorded for that history
+    is compared; keyed with the padding, none of the padded row's would be."""
+    prompt = text_prompt(tester_model.config, [6, 4]).padded("left")
+    moe_layers = [index for index, layer in enumerate(text_module(tester_model).layers) if layer.enable_moe_block]
+    k = tester_model.config.get_text_config().top_k_experts
+    ledger = RoutingLedger()
+    for ids, valid in zip(prompt.input_ids, prompt.attention_mask.bool(), strict=True):
+        for key in prefix_keys(ids[valid].tolist()):
+            ledger.ours.update({(layer, key): tuple(range(k)) for layer in moe_layers})
+    with ledger.active(tester_model):
+        hf_prefill(tester_model, prompt)
+    assert moe_layers and ledger.matched == (6 + 4) * len(moe_layers), (ledger.matched, moe_layers)
+
+
 def test_a_tie_by_construction_is_decided_and_a_tie_by_rounding_pinned(tester_model):
     """Margin 0 at the top-k boundary: where the two experts share one router row, ``torch.topk``'s
     order decides on both sides, so another choice fails; where the rows differ (scores equal only by

@@ -12,10 +12,12 @@ import torch
 
 from gemma4_static.oracle.faults.host_faults import HostStagesPort
 from gemma4_static.oracle.flow.verify import verify
+from gemma4_static.oracle.groups.decode_masks import UNWRITTEN
 from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.ports import BatchLimits
 
 SEEN: list[tuple[int, bool]] = []  # (rows, whether any is padded) of every decode_masks call
+PAST: list[int] = []  # the static slots past the new token of every decode_masks call
 
 
 class Recording(HostStagesPort):
@@ -27,7 +29,9 @@ class Recording(HostStagesPort):
         if rows > self.inner.setup.batch_size:
             raise ValueError(f"built for {self.inner.setup.batch_size} rows, asked for {rows}")
         SEEN.append((rows, not bool(attention_mask.bool().all())))
-        return super().decode_masks(attention_mask)
+        masks = super().decode_masks(attention_mask)
+        PAST.append(min(mask.shape[-1] for mask in masks.values()) - attention_mask.shape[1])
+        return masks
 
 
 class PaddingVisible(Recording):
@@ -58,10 +62,12 @@ for (_side, _batch), _ in LAYOUTS.items():
 @pytest.mark.parametrize(("side", "max_batch"), LAYOUTS, ids=lambda value: str(value))
 def test_each_padding_side_is_asked_the_layouts_it_decodes(side, max_batch, tiny_model):
     SEEN.clear()
+    PAST.clear()
     rows = verify(
         tiny_model, VerifyOptions(port=f"{__name__}:Recording_{side}_{max_batch}", groups=("decode-masks",))
     ).rows
     assert set(SEEN) == LAYOUTS[side, max_batch] and rows and not any(row.failed for row in rows)
+    assert min(PAST) >= UNWRITTEN  # past the furthest position too, slots that must stay invisible
     padded = (3, True) in LAYOUTS[side, max_batch]
     faulty = verify(
         tiny_model, VerifyOptions(port=f"{__name__}:PaddingVisible_{side}_{max_batch}", groups=("decode-masks",))

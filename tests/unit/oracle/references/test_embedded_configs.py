@@ -37,6 +37,10 @@ E2B_PUBLISHED = {
     "use_double_wide_mlp": True,
     "final_logit_softcapping": 30.0,
     "max_position_embeddings": 131072,
+    "rope_parameters": {
+        "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+    },
 }
 
 
@@ -55,13 +59,15 @@ def test_the_e2b_layouts_carry_e2bs_published_values():
     narrow = {key: getattr(geometry, key) for key in E2B_PUBLISHED if key not in E2B_WIDTHS}
     assert narrow == {key: value for key, value in E2B_PUBLISHED.items() if key not in E2B_WIDTHS}
     assert geometry.hidden_size < real.hidden_size and geometry.vocab_size < real.vocab_size
+    assert (geometry.num_attention_heads, geometry.num_key_value_heads) == (2, 1)  # docs/models.md: 2 instead of 8
 
 
 def test_the_e2b_geometry_writes_every_published_value_out():
     """Each of E2B's published values the geometry keeps is set by its fields, not left to HF's
     config defaults (today's defaults equal some of them; a default that moves would move the model)."""
     kept = set(E2B_PUBLISHED) - set(E2B_WIDTHS)
-    assert kept <= set(e2b_text_fields()), kept - set(e2b_text_fields())
+    fields = e2b_text_fields()
+    assert {key: fields.get(key) for key in kept} == {key: E2B_PUBLISHED[key] for key in kept}
 
 
 def test_the_tiny_model_is_what_its_documentation_says(tiny_model):

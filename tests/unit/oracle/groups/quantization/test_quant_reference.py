@@ -164,6 +164,16 @@ def test_hfs_sites_are_the_runtimes_in_the_schemes_bits(tiny_model):
     assert theirs["layer 0 q_proj"].weight_bits == scheme.weight_bits == 4 and theirs["layer 0 q_proj"].activation
 
 
+def test_a_per_tensor_recipes_sites_are_each_per_tensor(tiny_model):
+    """A port's static recipe (``a8w8t``: one weight scale a tensor, symmetric activations) on HF: every
+    site in it, the tables, the per-layer inputs' projection and the head included."""
+    scheme = parse_scheme("a8w8t")
+    sites = list(_hf_sites(copy.deepcopy(tiny_model), scheme))
+    assert {"PLE projection", "LM head", "token embedding table"} <= {site.name for site in sites}
+    assert all(site.per_tensor is True for site in sites), [site.name for site in sites if site.per_tensor is not True]
+    assert all(site.activation.symmetric for site in sites if site.activation is not None)
+
+
 def _range_site(name: str, minimum: float, maximum: float) -> tuple[SimpleNamespace, SimpleNamespace]:
     """Our site quantizing over [-12.8, 12.7] (scale 0.1, 8 bits, zero point 0) and HF's counterpart
     that saw ``[minimum, maximum]``, with the same 8-bit weight."""
