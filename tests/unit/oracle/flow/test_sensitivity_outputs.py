@@ -1,7 +1,7 @@
 """What a sensitivity sweep compares with float64 for each output a port returns (the numerics and ports
 lanes run real sweeps): the logits at each row's last valid token, or at the compared positions; each
 hidden state at the valid positions, the last after the final norm; the per-layer inputs where the
-model has them."""
+model has them; the soft tokens where the prompt has images."""
 
 from __future__ import annotations
 
