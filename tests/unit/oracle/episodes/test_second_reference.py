@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import torch
 
+from gemma4_static.oracle.episodes import scores
 from gemma4_static.oracle.episodes.cases import Case
 from gemma4_static.oracle.episodes.judgement import Observed, hf_history_logits
 from gemma4_static.oracle.episodes.scores import hf_references
@@ -50,3 +51,24 @@ def test_a_recording_without_the_second_reference_judges_the_case_by_the_first(t
     assert SECOND not in calls and not inside.diverged  # inside the tolerance: never consulted
     replayed, _ = judged(tiny_model, Recording("replay", recording.calls, recording.tensors), 1.5)
     assert replayed.diverged and replayed.hf_disagreement == 0.0 and replayed.compared == 1
+
+
+def test_with_expert_choices_recorded_hf_runs_each_cases_own_history(tiny_model, monkeypatch):
+    """Without routing recorded, one HF forward over the base serves every case; with it (a MoE model
+    on this runtime in float32), HF runs each case's history after the case, none before."""
+    asked: list[int] = []
+
+    def forward(model, history: torch.Tensor) -> torch.Tensor:
+        asked.append(len(history))
+        return hf_history_logits(model, history)
+
+    monkeypatch.setattr(scores, "hf_history_logits", forward)
+    base = text_prompt(tiny_model.config, [12], seed=3)
+    observed = Observed()
+    observed.add(0, 9, hf_history_logits(tiny_model, base.input_ids[0][:10])[9], "decode step 1")
+    for routing, before, after in ((None, [12], [12]), ("recorded", [], [10])):
+        asked.clear()
+        score = scores.hf_references(SimpleNamespace(model=tiny_model, routing=routing), base, token_by_token=False)
+        assert asked == before
+        judgement = score(Case(8, "one call", (8,), 2, None), observed)
+        assert asked == after and judgement.compared == 1 and not judgement.diverged

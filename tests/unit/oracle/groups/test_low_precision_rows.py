@@ -116,6 +116,15 @@ def test_each_input_stage_is_measured_against_float64_under_its_check(tiny_model
     assert all([row.metric for row in rows if (row.stage, row.check) == case] == list(SQNR_ROWS) for case in measured)
 
 
+def test_a_port_without_its_cache_is_a_skip_row_of_each_kv_comparison_in_bfloat16(tiny_model):
+    port = "tests.unit.ports.port_adapters:WrappedWithImages"
+    options = VerifyOptions(port=port, dtype=torch.bfloat16, groups=("layers", "chunked-prefill"))
+    skipped = [(row.stage, row.check, row.skipped) for row in verify(tiny_model, options).rows if row.status == "SKIP"]
+    said = "wrapped with images does not expose its KV cache"
+    assert ("KV cache", "K/V of every producing layer", said) in skipped
+    assert ("chunked prefill", "chunks of 7, K/V of every producing layer", said) in skipped
+
+
 EMBEDDED: list[torch.Tensor] = []  # the ids each token_embedding call was given
 
 
