@@ -67,13 +67,16 @@ def test_a_server_that_does_not_answer_in_time_is_killed_with_its_child(doubling
     monkeypatch.setattr(isolated, "SECONDS", 0.2)
     monkeypatch.setattr(isolated, "_server", None)
     late = isolated._running_server()
-    deadline = time.monotonic() + 10
-    while not child.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
     x = torch.ones(1, 4)
-    with pytest.raises(OnertRefused, match=r"^onert did not finish in 0.2 s$"):
-        run_isolated(doubling, [x])
-    assert isolated._server is late and late.process.returncode == -9 and _ends(int(child.read_text()))
+    try:
+        deadline = time.monotonic() + 10
+        while not child.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with pytest.raises(OnertRefused, match=r"^onert did not finish in 0.2 s$"):
+            run_isolated(doubling, [x])
+        assert isolated._server is late and late.process.returncode == -9 and _ends(int(child.read_text()))
+    finally:  # where the test failed before the timeout did it, the server and its sleeping child go
+        late.close(kill=True)
     monkeypatch.setattr(isolated, "SERVER", SERVER)
     (output,) = run_isolated(doubling, [x])
     assert torch.equal(output, 2 * x) and isolated._server is not late
