@@ -168,10 +168,14 @@ def test_metric_formulas_on_known_values():
     assert measure(constant, constant).peir == 0.0 and measure(constant + 0.5, constant).peir == math.inf
     zeros, empty = torch.zeros(3), torch.zeros(0)  # no norm: equal is a cosine of 1, no elements no error
     assert measure(zeros, zeros).cosine == 1.0 and measure(empty, empty).max_abs == 0.0
+    with pytest.raises(ValueError, match=r"^ours has shape \(4, 1\), the reference \(4,\)$"):
+        measure(reference[:, None], reference)  # not broadcast: a silent (4, 4) comparison
     logits = torch.tensor([[0.0, 3.0, 1.0, 2.0, 5.0, 4.0], [9.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
     other = torch.tensor([[0.0, 3.0, 1.0, 2.0, 4.0, 5.0], [9.0, 0.0, 0.0, 0.0, 0.0, 1.0]])
     assert top_k_check(other, logits, 1, bound=0.5).missed == 1  # row 0's gap 1 is decided, row 1 agrees
     assert matched_prefix(torch.tensor([[1, 2, 3], [1, 2, 4]]), torch.tensor([[1, 2, 3], [1, 5, 4]])) == 1
+    with pytest.raises(ValueError, match=r"^ours has shape \(1, 2\), the reference \(1, 3\)$"):
+        matched_prefix(torch.tensor([[1, 2]]), torch.tensor([[1, 2, 3]]))  # a short generation: no prefix read
 
 
 def test_overflow_hooks_stay_out_of_export_tracing(tiny_model):

@@ -189,6 +189,8 @@ def test_a_prompt_lengths_row_is_its_worst_case(worst_first):
     assert (row.value, row.tolerance, row.hf, row.status) == (4e-4, 5e-4, 9.5e-3, "PASS")
     raised = length_row(12, [(good[0], "Traceback\nIndexError: slot 12")], "schedules")
     assert raised.hf is None and raised.raised and raised.status == "FAIL"  # nothing judged: no HF figure
+    assert raised.check.startswith("prompt 12: 1 schedule, chunk ends, last token, 2 decode steps [first: ")
+    assert row.check == "prompt 12: 2 schedules, chunk ends, last token, 2 decode steps"  # counted, plural
     high, low = Scored(30.0, 32.0, 20.0, None), Scored(12.0, 31.0, 20.0, "position 3: 12.0 dB")
     results = [(bad[0], low), (good[0], high)] if worst_first else [(good[0], high), (bad[0], low)]
     row = sqnr_row(12, results, "schedules")
@@ -201,9 +203,16 @@ def test_a_rows_detail_lists_the_five_failing_cases_after_the_one_its_check_name
     cases = [_case(12, f"chunks of {size}", (size,) * (12 // size)) for size in (1, 2, 3, 4, 6, 12, 12, 12)]
     judged = [(case, Judgement(1e-3, 5e-4, 14, first=f"position {index}")) for index, case in enumerate(cases)]
     scored = [(case, Scored(10.0, 31.0, 20.0, f"position {index}: 10.0 dB")) for index, case in enumerate(cases)]
-    for row in (length_row(12, judged, "schedules"), sqnr_row(12, scored, "schedules")):
+    next_five = [
+        "chunks of 2 [2 x 6]",
+        "chunks of 3 [3 x 4]",
+        "chunks of 4 [4 x 3]",
+        "chunks of 6 [6, 6]",
+        "chunks of 12 [12]",
+    ]
+    for row, tail in ((length_row(12, judged, "schedules"), ""), (sqnr_row(12, scored, "schedules"), ": 10.0 dB")):
         assert "[first: chunks of 1 [1 x 12]: position 0" in row.check
-        assert [line.split(": position ")[1][0] for line in row.detail.splitlines()] == ["1", "2", "3", "4", "5"]
+        assert row.detail.split("\n") == [f"{case}: position {index}{tail}" for index, case in enumerate(next_five, 1)]
 
 
 MINIMUM_ROWS = (

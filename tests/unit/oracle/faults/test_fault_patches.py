@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 import torch
 import torch.nn.functional as F
+from transformers import Gemma4TextConfig
 
 from gemma4_static.oracle.faults import static_faults
 from gemma4_static.oracle.faults.catalogue_family import (
@@ -20,7 +22,8 @@ from gemma4_static.oracle.faults.catalogue_family import (
 )
 from gemma4_static.oracle.faults.catalogue_quant import _down_proj_takes_up_proj_range
 from gemma4_static.oracle.faults.catalogue_vision import _flip_xy
-from gemma4_static.oracle.faults.fault_patches import never_restoring, ring_slot_plus_one
+from gemma4_static.oracle.faults.fault_patches import QueryNormAfterRope, never_restoring, ring_slot_plus_one
+from gemma4_static.oracle.faults.host_faults import PaddingWithEos
 from gemma4_static.oracle.faults.port_faults import (
     ChunkMaskOffset,
     DecodeAfterPartialChunk,
@@ -91,6 +94,32 @@ def test_global_kv_heads_of_sliding_sizes_full_layers_only_with_the_sliding_coun
     assert patched("config", FULL_ATTENTION) == LayerTypeSpec(512, 8, "full rope")
     assert patched("config", SLIDING_ATTENTION) is specs[SLIDING_ATTENTION]
     assert asked == [("config", FULL_ATTENTION), ("config", SLIDING_ATTENTION), ("config", SLIDING_ATTENTION)]
+
+
+def test_q_norm_after_rope_multiplies_the_weight_into_the_forwards_first_rotation_only():
+    """The query's rotation (the forward's first) comes back times the q norm's weight, which the
+    forward hides from the layer meanwhile; the key's rotation and any outside a forward are untouched."""
+    fault, weight = QueryNormAfterRope(), torch.tensor([1.0, 2.0, 3.0, 4.0])
+    x, cos, sin = torch.tensor([[0.5, -1.0, 2.0, 4.0]]), torch.tensor([[2.0, 2.0, 0.5, 0.5]]), torch.ones(1, 4)
+    rope = fault.rope(lambda x, cos, sin: x * cos + sin)  # a stand-in rotation
+    norms_seen = []
+
+    def attention_inputs(layer, hidden):
+        norms_seen.append(layer.q_norm)
+        return rope(hidden, cos, sin), rope(hidden, cos, sin)  # the query's, then the key's
+
+    layer = SimpleNamespace(q_norm=weight)
+    query, key = fault.forward(attention_inputs)(layer, x)
+    assert norms_seen == [None] and layer.q_norm is weight
+    assert torch.equal(query, torch.tensor([[2.0, -2.0, 6.0, 12.0]])) and torch.equal(key, x * cos + sin)
+    assert torch.equal(rope(x, cos, sin), x * cos + sin)  # outside a forward: no weight pending
+
+    def raising(layer, hidden):
+        raise RuntimeError("inside the forward")
+
+    with pytest.raises(RuntimeError, match="inside the forward"):
+        fault.forward(raising)(layer, x)
+    assert layer.q_norm is weight and torch.equal(rope(x, cos, sin), x * cos + sin)
 
 
 def test_never_restoring_drops_only_the_restoring_rewrite():
@@ -195,6 +224,16 @@ def test_the_wrapped_port_hands_both_mask_arguments_to_this_runtime():
     port = object.__new__(WrappedRuntimePort)
     port.inner = SimpleNamespace(prefill_masks=lambda attention_mask, types: {"masks": (attention_mask, types)})
     assert port.prefill_masks("attention", "types") == {"masks": ("attention", "types")}
+
+
+def test_padding_with_eos_writes_gemmas_eos_id_where_the_static_inputs_are_not_valid():
+    """Gemma 4's text config: pad 0, EOS 1, BOS 2; the fault's padding is the EOS id, the rest kept."""
+    assert (Gemma4TextConfig().pad_token_id, Gemma4TextConfig().eos_token_id) == (0, 1)
+    port = object.__new__(PaddingWithEos)
+    ids, valid = torch.tensor([[7, 8, 0, 0], [0, 9, 10, 11]]), torch.tensor([[1, 1, 0, 0], [0, 1, 1, 1]]).bool()
+    port.inner = SimpleNamespace(static_inputs=lambda prompt: (ids, valid))
+    padded, kept = port.static_inputs("the prompt")
+    assert torch.equal(padded, torch.tensor([[7, 8, 1, 1], [1, 9, 10, 11]])) and kept is valid
 
 
 def test_calibrated_on_padding_observes_the_whole_static_buffer(monkeypatch):

@@ -11,6 +11,8 @@ import pytest
 
 from gemma4_static.oracle.faults import self_test
 from gemma4_static.oracle.faults.catalogue import faults_named
+from gemma4_static.oracle.faults.faults import Fault
+from gemma4_static.oracle.faults.self_test import FaultResult
 from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.references.recording import ACTIVE, Recording
 from gemma4_static.oracle.references.reference_folder import judged_live
@@ -68,3 +70,19 @@ def test_an_outer_recording_or_a_reference_answers_instead(tiny_model, monkeypat
     assert len(active) == 2 and active[0] is outer  # the same object: an empty recording equals another
     assert active[1] is None  # a reference's own recording is activated by the verification
     assert judged_live(tiny_model, None) is None
+
+
+def test_each_faults_applicability_is_judged_in_the_runs_own_scheme(monkeypatch):
+    """Under ``--quant a8w8`` a fault of the fake quantization itself is run and a float32-only one is
+    not (and says the scheme); the verifications stubbed, the faults' runs recorded."""
+    _verifications(monkeypatch)
+    ran = []
+    monkeypatch.setattr(
+        self_test, "run_fault", lambda fault, model, options: ran.append(fault.name) or FaultResult(fault)
+    )
+    of_the_scheme = Fault("ranges-swapped", "a bug of the ranges", (), needs_quant="only an integer profile has ranges")
+    float32_only = Fault("one-ulp-off", "a bug below any scheme's resolution", (), float32_only="a change of one ulp")
+    model = SimpleNamespace(config=SimpleNamespace(get_text_config=lambda: SimpleNamespace(enable_moe_block=False)))
+    _, results = self_test.run_self_test(model, VerifyOptions(quant="a8w8"), faults=(of_the_scheme, float32_only))
+    assert ran == ["ranges-swapped"]
+    assert [result.not_applicable for result in results] == [None, "below a8w8's resolution: a change of one ulp"]

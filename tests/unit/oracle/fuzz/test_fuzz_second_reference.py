@@ -25,4 +25,8 @@ def test_the_second_reference_is_hfs_token_by_token_decode_of_the_history_asked_
     first = target.second(history)
     assert torch.equal(first, real(tiny_model, history.input_ids[0])) and target.second(history) is first
     assert len(asked) == 1 and torch.equal(asked[0], history.input_ids[0])
+    other = text_prompt(tiny_model.config, [9], seed=3)  # another history: its own answer, kept beside
+    assert not torch.equal(other.input_ids, history.input_ids)
+    assert torch.equal(target.second(other), real(tiny_model, other.input_ids[0])) and len(asked) == 2
+    assert target.second(history) is first and len(asked) == 2
     assert target.second(image_prompt(tiny_model.config, text_after=[3], seed=1)) is None

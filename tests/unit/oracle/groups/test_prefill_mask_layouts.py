@@ -4,12 +4,15 @@ rows); every layout's masks are then compared and pass on this runtime behind su
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 
+from gemma4_static.oracle.checks import parity_masks
 from gemma4_static.oracle.faults.port_faults import WrappedRuntimePort
 from gemma4_static.oracle.flow.verify import verify
+from gemma4_static.oracle.groups.vision_masks import vision_mask_rows
 from gemma4_static.oracle.options import VerifyOptions
 
 
@@ -31,3 +34,26 @@ def test_the_port_is_built_for_every_layout_the_group_asks(tiny_model):
     rows = verify(tiny_model, VerifyOptions(port=f"{__name__}:StaticBatchMasks", groups=("prefill-masks",))).rows
     masks = [row for row in rows if row.stage == "masks prefill"]
     assert masks and all(row.compared and not row.failed for row in masks), [(r.check, r.raised[-200:]) for r in masks]
+
+
+def test_the_vision_masks_prompt_holds_a_block_past_the_window_and_text_past_the_block(tiny_model, monkeypatch):
+    """The ``vision-masks`` group's one layout, for a window W of 4: row 0 an image block of 2W from
+    position 2 then W + 2 text positions; row 1 two blocks of W / 2 one text token apart; right-padded
+    (row b drops b + 1 tokens); asked of both HF attention paths (the comparison stubbed)."""
+    asked = []
+
+    def recorded(config, valid, attn_implementation, prefill_masks, mm_token_type_ids):
+        asked.append((attn_implementation, valid, mm_token_type_ids))
+        return iter(())
+
+    monkeypatch.setattr(parity_masks, "prefill_mask_rows", recorded)
+    accepted = SimpleNamespace(limits=SimpleNamespace(images=SimpleNamespace(accepted=True)))
+    port = SimpleNamespace(name="a port", prefill_masks=None)
+    assert (
+        list(vision_mask_rows(SimpleNamespace(config=tiny_model.config, window=4, under_test=accepted, port=port)))
+        == []
+    )
+    types = torch.tensor([[0, 0, *[1] * 8, *[0] * 6], [0, 1, 1, 0, 1, 1, *[0] * 10]])
+    valid = torch.tensor([[True] * 15 + [False], [True] * 14 + [False] * 2])
+    assert [implementation for implementation, _, _ in asked] == ["eager", "sdpa"]
+    assert all(torch.equal(mask, valid) and torch.equal(kinds, types) for _, mask, kinds in asked)

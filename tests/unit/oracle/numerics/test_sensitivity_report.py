@@ -73,3 +73,10 @@ def test_the_chart_draws_both_modes_with_the_full_profile_dashed(tmp_path):
     for text in ("only this group quantized", "every group but this one quantized", "a8w8 on tiny"):
         assert text in svg, text
     assert svg.count("every group quantized</text>") == 2  # each panel's legend names the dashed line
+    placed = [
+        (float(x), float(y), label)
+        for x, y, label in re.findall(r'x="([\d.]+)" y="([\d.]+)"[^>]*>(LM head|layer 0)<', svg)
+    ]
+    panels = sorted({x for x, _, _ in placed})
+    top_down = [[label for _, _, label in sorted((p for p in placed if p[0] == x), key=lambda p: p[1])] for x in panels]
+    assert top_down == [["LM head", "layer 0"]] * 2  # in each panel the most sensitive group on top

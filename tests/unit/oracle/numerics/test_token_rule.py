@@ -177,6 +177,13 @@ def test_each_gated_stage_of_an_integer_profile_is_judged_by_its_own_gate():
     assert {name: QUANT_GATES[name].hf_deficit_db for name in ("a16w8", "a8w8", "a16w4")} == {
         "a16w8": 3.0, "a8w8": 6.0, "a16w4": 3.0
     }  # fmt: skip
+    # each scheme's token-rule bound, in logits at every row (twice its worst measured margin shift)
+    assert {name: QUANT_GATES[name].margin for name in ("a16w8", "a8w8", "a16w4")} == {
+        "a16w8": 7.0, "a8w8": 17.5, "a16w4": 60.5
+    }  # fmt: skip
+    assert torch.equal(
+        gate.token_bound(torch.tensor([[1e4, 0.0], [0.5, 0.25]])), torch.tensor([7.0, 7.0], dtype=torch.float64)
+    )
     assert gate.sqnr_gate("fusion") == gate.sqnr_db == 9
     assert gate.cosine_gate("fusion") == gate.cosine == pytest.approx(1 - 10 ** (-9 / 10) / 2)  # the floor's cosine
     reference = torch.linspace(-1, 1, 64, dtype=torch.float64)

@@ -161,6 +161,9 @@ def test_a_grid_cell_names_its_outcome():
         grid_cell(1, "policy", "[1]", "skipped")
     assert relative_to_gate(20.0, 26.0, True) == pytest.approx(2.0, rel=3e-3)  # 6 dB below the gate: twice the error
     assert relative_to_gate(1e-4, 5e-4, False) == pytest.approx(0.2) and relative_to_gate(math.nan, 1.0, False) is None
+    # an exact gate (0): an exact value sits at 0, any error off the scale (None), an infinite gate too
+    assert relative_to_gate(0.0, 0.0, False) == 0.0 and relative_to_gate(3.0, 0.0, False) is None
+    assert relative_to_gate(1.0, math.inf, False) is None
 
 
 def test_compare_matches_rows_by_stage_case_and_metric_and_measures_the_loss_in_db():

@@ -5,6 +5,7 @@ the E2B layouts carry E2B's published values."""
 from __future__ import annotations
 
 import pytest
+import torch
 from transformers import Gemma4TextConfig
 
 from gemma4_static import read_text_config
@@ -82,6 +83,15 @@ def test_the_tiny_model_is_what_its_documentation_says(tiny_model):
     assert text.vocab_size_per_layer_input == text.vocab_size == 512
 
 
+def test_e2bs_first_ten_layers_are_its_pattern_twice_with_the_last_five_reusing_kv():
+    """``e2b_real_text_config(10)``: E2B's widths, 10 layers of the 4:1 pattern, the last 5 KV-shared,
+    stored in bfloat16 (the real-size benchmarks' checkpoint)."""
+    first_ten = e2b_real_text_config(10)
+    assert first_ten.num_hidden_layers == 10 and first_ten.num_kv_shared_layers == 5
+    assert list(first_ten.layer_types) == (["sliding_attention"] * 4 + ["full_attention"]) * 2
+    assert (first_ten.hidden_size, first_ten.vocab_size, first_ten.dtype) == (1536, 262144, torch.bfloat16)
+
+
 def test_a_real_size_layout_of_another_depth_is_refused():
     with pytest.raises(ValueError, match="layers must be 35 \\(E2B\\) or 10 \\(its first ten\\), got 36"):
         e2b_real_text_config(36)
@@ -104,10 +114,14 @@ def test_each_embedded_name_builds_its_own_config():
     tiny, e2b_vision = default_config("tiny"), default_config("e2b-vision")
     assert {key: getattr(tiny.vision_config, key) for key in TINY_VISION} == TINY_VISION
     assert {key: getattr(e2b_vision.vision_config, key) for key in E2B_VISION} == E2B_VISION
+    assert tiny.get_text_config().to_dict() == Gemma4TextConfig(**tiny_text_fields()).to_dict()  # not HF's default
     assert tiny.get_text_config().to_dict() == e2b_vision.get_text_config().to_dict()
     assert default_config("e2b-geometry").to_dict() == e2b_geometry_config().to_dict()
     assert default_config("e2b-multimodal").to_dict() == e2b_multimodal_config().to_dict()
     for name in FAMILY_NAMES:
         assert default_config(name).to_dict() == family_config(name).to_dict(), name
+    vision_tester = family_config("hf-vision-tester")  # HF's Vision2Text tester: the text tester's decoder
+    assert vision_tester.get_text_config().to_dict() == family_config("hf-tester").to_dict()
+    assert (vision_tester.get_text_config().hidden_size, vision_tester.vision_config.hidden_size) == (32, 32)
     with pytest.raises(ValueError, match=r"name must be one of .*, got 'e2b'"):
         default_config("e2b")

@@ -126,3 +126,5 @@ def test_ticos_port_explains_by_the_masks_of_the_model_it_was_built_on(bidirecti
     built = SimpleNamespace(name="tico-gemma4", bidirectional=bidirectional, _patch_embedder=lambda: object())
     explain = lambda row: tico_port.TicoGemma4Port.explain(built, row)  # noqa: E731
     assert ("masks vision" in explained_stages(explain)) == bidirectional
+    if bidirectional:  # the explanation names the port it was given
+        assert explain(failing("masks vision")).startswith("tico-gemma4 builds masks causal over image tokens")
