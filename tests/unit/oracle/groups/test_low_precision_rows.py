@@ -22,9 +22,14 @@ SQNR_ROWS = ("SQNR dB", "cosine", "max abs error", "PEIR")  # a metric row each,
 
 
 @pytest.fixture(scope="module")
-def bf16_rows(tiny_model):
+def bf16_run(tiny_model):
     groups = ("layers", "chunked-prefill", "decode")
-    return verify(tiny_model, VerifyOptions(dtype=torch.bfloat16, groups=groups, steps=STEPS)).rows
+    return verify(tiny_model, VerifyOptions(dtype=torch.bfloat16, groups=groups, steps=STEPS))
+
+
+@pytest.fixture(scope="module")
+def bf16_rows(bf16_run):
+    return bf16_run.rows
 
 
 def _checks(rows, stage: str) -> list[tuple[str, str]]:
@@ -53,6 +58,21 @@ def test_each_low_precision_row_is_under_its_check_and_passes(bf16_rows):
     assert matched.value == STEPS  # every token of the port's generation compared
     chunked = [row for row in bf16_rows if row.group == "chunked-prefill"]
     assert chunked and {row.stage for row in chunked} == {"chunked prefill"}
+
+
+def test_the_per_layer_plot_holds_each_layers_own_figures_against_float64(bf16_run):
+    """The report's per-layer plot: layer by layer (10), a point per metric (SQNR and cosine gated,
+    the other two measured) with HF's figure beside, where the rows merge five layers into their
+    worst: the worst of a span is its merged row's value."""
+    points = bf16_run.figures["layers"]
+    assert [(point["layer"], point["metric"]) for point in points] == [
+        (layer, metric) for layer in range(10) for metric in SQNR_ROWS
+    ]
+    (merged,) = [row for row in bf16_run.rows if row.check == "layers 0-4 hidden states" and row.metric == "SQNR dB"]
+    assert min(point["value"] for point in points[: 5 * len(SQNR_ROWS)] if point["metric"] == "SQNR dB") == merged.value
+    statuses = {metric: {point["status"] for point in points if point["metric"] == metric} for metric in SQNR_ROWS}
+    assert statuses == {"SQNR dB": {"PASS"}, "cosine": {"PASS"}, "max abs error": {"INFO"}, "PEIR": {"INFO"}}
+    assert all(point["hf"] is not None for point in points)  # HF in bfloat16 beside each
 
 
 def test_every_row_is_a_row_of_the_reports_schema(bf16_rows):
