@@ -18,7 +18,9 @@ and prints its summary. With ``--changed`` a survivor not written down as equiva
 (exit 1); a shard reports and exits 0 (its modules change every night; the report is the artifact);
 a run that judged no mutant exits 2 (mutmut failed, e.g. a test failing on the unmutated code).
 Results are kept in ``mutants/`` (cached between nightly runs: mutmut reruns only the mutants of
-functions that changed, so a shard not finished in one night goes on the next)."""
+functions that changed, so a shard not finished in one night goes on the next); before each run the
+lane clears the kept survivors it runs and the recorded reach of every test changed since its last
+run, so both are judged against today's tests."""
 
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "src"
+MUTANTS = ROOT / "mutants"  # mutmut's folder: its mutants, their results, its recorded test map
 MUTMUT = [sys.executable, "-m", "mutmut"]
 EXPLAINERS = "src/gemma4_static/ports/adapters/*/port.py"  # of these files, only the explain methods
 # survivors that cannot change a verdict, each with the reason (a mutant's name: module.x_function__mutmut_N)
@@ -158,6 +161,7 @@ EQUIVALENT: dict[str, str] = {
 KILLED = ("killed", "caught by type check")
 SURVIVED = 0  # the exit code mutmut 3.8 keeps for a mutant whose tests all passed (None: not checked)
 NO_MUTANT = "no.mutant.has.this.name"
+LANE_COMMIT = "lane-commit.txt"  # in mutmut's folder: the commit its recorded test map was brought up to
 
 
 def mutated_files() -> list[Path]:
@@ -251,7 +255,7 @@ def wilson_interval(killed: int, judged: int) -> tuple[float, float]:
     return float(interval.low), float(interval.high)
 
 
-def forget_survivors(patterns: list[str], folder: Path = ROOT / "mutants") -> int:
+def forget_survivors(patterns: list[str], folder: Path) -> int:
     """Clear the kept result of each survivor of ``patterns`` in mutmut's ``folder``, so it is judged
     again: mutmut keeps a mutant's result while its function's source is unchanged, whatever the tests
     became, so a survivor a new test kills would otherwise be reported every night. How many were cleared."""
@@ -265,6 +269,56 @@ def forget_survivors(patterns: list[str], folder: Path = ROOT / "mutants") -> in
             meta.write_text(json.dumps(kept))
             cleared += len(again)
     return cleared
+
+
+def tests_changed_since(commit: str) -> set[str] | None:
+    """The test files (and ``conftest.py`` files) a diff of the working tree against ``commit``
+    changes; ``None`` where ``commit`` is not in this clone's history (a shallow checkout)."""
+    diff = subprocess.run(
+        ["git", "diff", "--name-only", commit, "--", "tests", "conftest.py"], cwd=ROOT, capture_output=True, text=True
+    )
+    return set(diff.stdout.split()) if diff.returncode == 0 else None
+
+
+def forget_changed_tests(folder: Path) -> int:
+    """Drop from mutmut's recorded map of which tests reach which function every test whose file
+    changed since the map was recorded, so mutmut records them again as new tests: it records a test
+    once, by name, and a test that changed (another port, another group) would keep reaching the
+    functions it reached before, and only those (a mutant it now kills reported as a survivor). A
+    changed ``conftest.py`` forgets every test below it; a commit this clone does not hold forgets
+    the whole map. The map's commit is the one the lane ran at last (``LANE_COMMIT``), else mutmut's
+    own. How many tests were forgotten."""
+    stats_file = folder / "mutmut-stats.json"
+    if not stats_file.exists():
+        return 0
+    stats = json.loads(stats_file.read_text())
+    lane_commit = folder / LANE_COMMIT
+    commit = lane_commit.read_text().strip() if lane_commit.exists() else stats.get("git_commit")
+    changed = tests_changed_since(commit) if commit else None
+    recorded = set(stats["duration_by_test"])
+    if changed is None:
+        stats_file.unlink()
+        return len(recorded)
+    fixtures = [Path(name).parent for name in changed if Path(name).name == "conftest.py"]
+
+    def changed_under(test: str) -> bool:
+        path = Path(test.split("::")[0])
+        return str(path) in changed or any(folder in path.parents for folder in fixtures)
+
+    forgotten = {test for test in recorded if changed_under(test)}
+    for test in forgotten:
+        del stats["duration_by_test"][test]
+    reached = stats["tests_by_mangled_function_name"]
+    stats["tests_by_mangled_function_name"] = {name: sorted(set(tests) - forgotten) for name, tests in reached.items()}
+    stats_file.write_text(json.dumps(stats))
+    return len(forgotten)
+
+
+def remember_commit(folder: Path) -> None:
+    """Write the commit the lane ran at beside mutmut's results (:func:`forget_changed_tests` reads it)."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    if head.returncode == 0 and folder.is_dir():
+        (folder / LANE_COMMIT).write_text(head.stdout.strip() + "\n")
 
 
 def run_mutmut(patterns: list[str], minutes: float) -> bool:
@@ -324,10 +378,15 @@ def main(argv: list[str] | None = None) -> int:
     if not patterns:
         print("no mutated function touched: nothing to run")
         return 0
-    cleared = forget_survivors(patterns)
+    forgotten = forget_changed_tests(MUTANTS)
+    if forgotten:
+        print(f"{forgotten} tests changed since mutmut recorded which functions they reach: recorded again")
+    cleared = forget_survivors(patterns, MUTANTS)
     if cleared:
         print(f"{cleared} survivors of earlier runs judged again against today's tests")
     ran = run_mutmut(patterns, args.minutes)
+    if ran:
+        remember_commit(MUTANTS)
     summary = report(results(patterns), patterns)
     rate = "none run" if summary["kill_rate"] is None else f"{summary['kill_rate']:.1%}"
     if drawn_from is not None and summary["kill_rate"] is not None:

@@ -162,3 +162,88 @@ def test_the_survivors_kept_from_an_earlier_run_are_judged_again(tmp_path):
     assert after["exit_code_by_key"] == kept | {"m.x_a__mutmut_1": None, "m.x_b__mutmut_1": None}
     assert after["durations_by_key"] == {"m.x_a__mutmut_1": 1.5}  # the rest of mutmut's record kept
     assert lane.forget_survivors(["m.*"], tmp_path / "none yet") == 0  # no mutants folder: nothing kept
+
+
+@pytest.fixture(autouse=True)
+def mutants_folder_of_the_test(monkeypatch, tmp_path):
+    """The lane's runs here read and write a folder of the test's own, never a checkout's ``mutants/``."""
+    monkeypatch.setattr(lane, "MUTANTS", tmp_path / "mutants")
+
+
+def _recorded_map(folder: Path, commit: str | None) -> Path:
+    """mutmut's recorded map of three tests in two files, its commit (the lane's own file for ``commit``)."""
+    folder.mkdir(exist_ok=True)
+    stats = {
+        "tests_by_mangled_function_name": {
+            "m.x_a": ["tests/unit/a/test_one.py::test_x", "tests/unit/b/test_two.py::test_y[1]"],
+            "m.x_b": ["tests/unit/b/test_two.py::test_y[1]", "tests/unit/b/test_two.py::test_z"],
+        },
+        "duration_by_test": {
+            "tests/unit/a/test_one.py::test_x": 1.0,
+            "tests/unit/b/test_two.py::test_y[1]": 2.0,
+            "tests/unit/b/test_two.py::test_z": 3.0,
+        },
+        "git_commit": "mutmuts",
+        "stats_time": 6.0,
+    }
+    if commit is not None:
+        (folder / lane.LANE_COMMIT).write_text(commit + "\n")
+    (folder / "mutmut-stats.json").write_text(json.dumps(stats))
+    return folder / "mutmut-stats.json"
+
+
+@pytest.mark.parametrize(
+    ("changed", "kept"),
+    [
+        ({"tests/unit/b/test_two.py"}, ["tests/unit/a/test_one.py::test_x"]),
+        ({"tests/unit/a/conftest.py"}, ["tests/unit/b/test_two.py::test_y[1]", "tests/unit/b/test_two.py::test_z"]),
+        ({"tests/unit/c/test_three.py"}, None),  # a new file's tests are new to mutmut already
+        ({"conftest.py"}, []),
+    ],
+    ids=["a-test-file", "a-conftest", "another-file", "the-root-conftest"],
+)
+def test_a_changed_tests_map_is_recorded_again(changed, kept, monkeypatch, tmp_path):
+    """mutmut records which functions a test reaches once, by its name: the lane forgets the tests of
+    every file changed since (every test below a changed conftest.py), so mutmut records them again
+    as new ones; the rest of its record is kept. The diff is against the lane's last commit."""
+    stats_file = _recorded_map(tmp_path, "lanes")
+    asked = []
+    monkeypatch.setattr(lane, "tests_changed_since", lambda commit: asked.append(commit) or changed)
+    every = sorted(json.loads(stats_file.read_text())["duration_by_test"])
+    assert lane.forget_changed_tests(tmp_path) == len(every) - len(every if kept is None else kept)
+    stats = json.loads(stats_file.read_text())
+    assert asked == ["lanes"] and sorted(stats["duration_by_test"]) == (every if kept is None else kept)
+    for tests in stats["tests_by_mangled_function_name"].values():
+        assert set(tests) <= set(stats["duration_by_test"])
+    assert (stats["git_commit"], stats["stats_time"]) == ("mutmuts", 6.0)
+
+
+def test_without_the_lanes_commit_mutmuts_is_read_and_an_unknown_commit_forgets_the_map(monkeypatch, tmp_path):
+    stats_file = _recorded_map(tmp_path, None)
+    asked = []
+    monkeypatch.setattr(lane, "tests_changed_since", lambda commit: asked.append(commit) or None)
+    assert lane.forget_changed_tests(tmp_path) == 3 and asked == ["mutmuts"]
+    assert not stats_file.exists()  # a shallow clone without that commit: mutmut records every test again
+    assert lane.forget_changed_tests(tmp_path) == 0  # no map recorded: nothing to forget
+
+
+def test_the_changed_test_files_are_read_from_git_and_the_lanes_commit_kept(tmp_path):
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=lane.ROOT, capture_output=True, text=True, check=True)
+    assert lane.tests_changed_since("HEAD") is not None
+    assert lane.tests_changed_since("0" * 40) is None  # not a commit of this clone
+    lane.remember_commit(tmp_path / "none yet")  # no mutmut folder: nothing written
+    assert not (tmp_path / "none yet").exists()
+    lane.remember_commit(tmp_path)
+    assert (tmp_path / lane.LANE_COMMIT).read_text() == head.stdout
+
+
+@pytest.mark.parametrize("ran", [True, False])
+def test_a_run_brings_the_map_up_to_date_first_and_keeps_its_commit_once_mutmut_ran(ran, monkeypatch, tmp_path):
+    steps = []
+    monkeypatch.setattr(lane, "forget_changed_tests", lambda folder: steps.append(("forget", folder)) or 0)
+    monkeypatch.setattr(lane, "run_mutmut", lambda patterns, minutes: steps.append(("run",)) or ran)
+    monkeypatch.setattr(lane, "remember_commit", lambda folder: steps.append(("remember", folder)))
+    monkeypatch.setattr(lane, "results", lambda patterns: {"m.x_a__mutmut_1": "killed"})
+    lane.main(["--shard", "1/4", "--json", str(tmp_path / "report.json")])
+    remembered = [("remember", tmp_path / "mutants")] if ran else []
+    assert steps == [("forget", tmp_path / "mutants"), ("run",), *remembered]
