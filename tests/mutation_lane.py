@@ -153,6 +153,14 @@ EQUIVALENT: dict[str, str] = {
         "zip's strict None for True: both lists are paired_kv over the same port's cache (HF in float64 and"
         " in the profile: one config), of the same layers in the same order, so strict never has to raise"
     ),
+    "gemma4_static.oracle.checks.routing.xǁ_HFPinnerǁ_pin__mutmut_23": (
+        "a token without a key looked up as (layer, None) instead of skipped: the ledger records our routing"
+        " only under a token's key (router_forward skips None), so the lookup finds nothing either way"
+    ),
+    "gemma4_static.oracle.faults.host_faults.xǁExportMutatesItsInputǁexport_cases__mutmut_11": (
+        "the in-place graph's example input of shape (4,) for (1, 4): the same bug (the graph adds 1 to its"
+        " input, so eager and exported part by exactly 1), the same row and figure"
+    ),
     "gemma4_static.oracle.references.hf.x_expand_hf_mask__mutmut_12": (
         "torch.ones(1) for torch.ones(1, kv_len) in the one-query pattern: expanded to (B, 1, 1, K) either"
         " way, the same True at every key"

@@ -152,7 +152,7 @@ def _report(
         verdict = verify.verdict_over(seen, model.config.get_text_config().num_hidden_layers)
         run = _run_metadata(args.port, "", options, name, kernels)
         incomplete = f"interrupted after {len(seen)} rows; the check groups after them did not run"
-        _write(args, report_document(verdict, run, {"incomplete": incomplete} | _split(options, model)))
+        _write(args, report_document(verdict, run, {"incomplete": incomplete} | merge_sections(options, model)))
         raise
     verdict = result.verdict
     overflowing = [row for row in result.rows if row.failed and row.group == OVERFLOW.name]
@@ -161,7 +161,7 @@ def _report(
     how = "read back from the reference" if options.reference is not None else "computed live"
     print(f"verify: {hf.asked} answers of HF {how} in {hf.seconds:.1f} s")
     print(f"verify: {verdict.summary()} ({time.perf_counter() - started:.1f} s)")
-    extra = {"figures": result.figures} | _split(options, model)
+    extra = {"figures": result.figures} | merge_sections(options, model)
     if budget is not None:
         print(f"verify: peak resident memory {budget.peak_text()}")
     if args.sensitivity:
@@ -178,7 +178,7 @@ def _report(
     return verdict.exit_code
 
 
-def _split(options: VerifyOptions, model: object) -> dict:
+def merge_sections(options: VerifyOptions, model: object) -> dict:
     """The report's sections naming the reference judged against and the shard run (what merge reads)."""
     section = {}
     if options.reference is not None:

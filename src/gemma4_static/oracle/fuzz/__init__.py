@@ -94,7 +94,7 @@ def fuzz(
         phases=phases,
     )
     target.examples, target.first_failure, target.started = 0, None, time.perf_counter()
-    target.max_seconds, target.coverage = max_seconds, Counter()
+    target.coverage = Counter()
     machine = machine_for(target, images=images or target.image_prompts(), special_ids=special_ids)
     failure, script, expected, stopped = None, None, None, None
     try:

@@ -48,7 +48,6 @@ class FuzzTarget:
     examples: int = 0  # examples started so far
     first_failure: tuple[int, float] | None = None  # (examples, seconds) when the first one failed
     started: float = field(default_factory=time.perf_counter)
-    max_seconds: float | None = None  # no example starts past this many seconds of the run
     gate: Any = None  # a low-precision profile's or integer scheme's gate: judged against ``model`` in float64
     coverage: Counter = field(default_factory=Counter)  # what the examples drew: calls, lengths, schedules
 
@@ -89,9 +88,6 @@ class FuzzTarget:
     def capacity(self) -> int:
         """The tokens the port holds at ``max_seq`` (one fewer where its static length counts the decode slot)."""
         return self.limits.capacity(self.max_seq)
-
-    def out_of_time(self) -> bool:
-        return self.max_seconds is not None and time.perf_counter() - self.started > self.max_seconds
 
     def covered(self, call: str, length: int | None = None, chunks: list[int] | None = None) -> None:
         """Count one call the examples made, with its prompt's length and chunks where it prefilled."""

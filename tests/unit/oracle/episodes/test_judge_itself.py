@@ -195,6 +195,8 @@ def test_a_prompt_lengths_row_is_its_worst_case(worst_first):
     results = [(bad[0], low), (good[0], high)] if worst_first else [(good[0], high), (bad[0], low)]
     row = sqnr_row(12, results, "schedules")
     assert row.status == "FAIL" and row.value == 12.0 and row.hf == 31.0
+    raised = sqnr_row(12, [(good[0], "Traceback\nIndexError: slot 12")], "schedules")
+    assert raised.raised == "Traceback\nIndexError: slot 12" and raised.status == "FAIL" and math.isnan(raised.value)
 
 
 def test_a_rows_detail_lists_the_five_failing_cases_after_the_one_its_check_names():

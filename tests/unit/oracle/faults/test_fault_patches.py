@@ -22,7 +22,12 @@ from gemma4_static.oracle.faults.catalogue_family import (
 )
 from gemma4_static.oracle.faults.catalogue_quant import _down_proj_takes_up_proj_range
 from gemma4_static.oracle.faults.catalogue_vision import _flip_xy
-from gemma4_static.oracle.faults.fault_patches import QueryNormAfterRope, never_restoring, ring_slot_plus_one
+from gemma4_static.oracle.faults.fault_patches import (
+    QueryNormAfterRope,
+    never_restoring,
+    reusing_layers_over_the_cache,
+    ring_slot_plus_one,
+)
 from gemma4_static.oracle.faults.host_faults import PaddingWithEos
 from gemma4_static.oracle.faults.port_faults import (
     ChunkMaskOffset,
@@ -120,6 +125,29 @@ def test_q_norm_after_rope_multiplies_the_weight_into_the_forwards_first_rotatio
     with pytest.raises(RuntimeError, match="inside the forward"):
         fault.forward(raising)(layer, x)
     assert layer.q_norm is weight and torch.equal(rope(x, cos, sin), x * cos + sin)
+
+
+def test_shared_kv_reads_the_ring_splits_only_an_own_prefill_that_reaches_the_reusing_layers():
+    """``shared-kv-reads-the-ring``: an own-mode run past the first reusing layer (3) runs the layers
+    before it as asked, then the rest in ``cache`` mode over the cache's masks at the rows' lengths;
+    any other run (a decode step, an own run that stops before 3) is handed over whole."""
+    calls = []
+
+    def run(stack, hidden, per_layer_inputs, positions, keep, masks, layers, *, mode, states=None):
+        calls.append((hidden, per_layer_inputs, positions, keep, masks, layers, mode, states))
+        return hidden + 1
+
+    stack = SimpleNamespace(first_reusing_layer=3, cache_masks=lambda positions, lengths: (positions, lengths.tolist()))
+    patched, keep = reusing_layers_over_the_cache(run), torch.tensor([[True, True, True, False], [True] * 4])
+    assert patched(stack, 10, "ple", "positions", keep, "masks", range(0, 5), mode="decode", states="states") == 11
+    assert patched(stack, 20, "ple", "positions", keep, "masks", range(0, 3), mode="own", states="states") == 21
+    assert patched(stack, 30, "ple", "positions", keep, "masks", range(1, 5), mode="own", states="states") == 32
+    assert calls == [
+        (10, "ple", "positions", keep, "masks", range(0, 5), "decode", "states"),
+        (20, "ple", "positions", keep, "masks", range(0, 3), "own", "states"),
+        (30, "ple", "positions", keep, "masks", range(1, 3), "own", "states"),
+        (31, "ple", "positions", keep, ("positions", [3, 4]), range(3, 5), "cache", "states"),
+    ]
 
 
 def test_never_restoring_drops_only_the_restoring_rewrite():

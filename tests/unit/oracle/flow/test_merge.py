@@ -9,16 +9,20 @@ import copy
 import json
 import math
 import re
+from types import SimpleNamespace
 
 import pytest
 
 from gemma4_static.commands import cli
+from gemma4_static.commands.verify import merge_sections
 from gemma4_static.oracle.flow.merge import load_shards, merge_reports
 from gemma4_static.oracle.flow.verify import verdict_over
+from gemma4_static.oracle.options import VerifyOptions
 from gemma4_static.oracle.pages.verify_page import verify_page
 from gemma4_static.oracle.results.figures import grid_cell
 from gemma4_static.oracle.results.report import Row
 from gemma4_static.oracle.results.report_json import report_document, run_metadata
+from gemma4_static.oracle.shards import Shard
 
 LAYERS = 2
 
@@ -36,8 +40,10 @@ def _shard(index: int, count: int, rows: list[Row], cells: list[dict]) -> dict:
     run = run_metadata(
         port=("gemma4-static", "0"), model="tiny", profile="float32", backend="torch", kernel_set="x", seeds={}
     )
-    extra = {"figures": {"grid": cells}, "shard": {"index": index, "count": count, "num_layers": LAYERS}}
-    return report_document(verdict_over(rows, LAYERS), run, extra)
+    model = SimpleNamespace(config=SimpleNamespace(get_text_config=lambda: SimpleNamespace(num_hidden_layers=LAYERS)))
+    written = merge_sections(VerifyOptions(shard=Shard(index, count)), model)  # as verify --shard --json writes it
+    assert written == {"shard": {"index": index, "count": count, "num_layers": LAYERS}}
+    return report_document(verdict_over(rows, LAYERS), run, {"figures": {"grid": cells}, **written})
 
 
 def _cell(length: int, outcome: str = "pass") -> dict:

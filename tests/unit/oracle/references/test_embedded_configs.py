@@ -9,7 +9,7 @@ import torch
 from transformers import Gemma4TextConfig
 
 from gemma4_static import read_text_config
-from gemma4_static.oracle.references.family import FAMILY_NAMES, family_config
+from gemma4_static.oracle.references.family import FAMILY_NAMES, GEOMETRY_NAMES, family_config
 from gemma4_static.oracle.references.models import (
     E2B_VISION,
     E2B_WIDTHS,
@@ -120,6 +120,13 @@ def test_each_embedded_name_builds_its_own_config():
     assert default_config("e2b-multimodal").to_dict() == e2b_multimodal_config().to_dict()
     for name in FAMILY_NAMES:
         assert default_config(name).to_dict() == family_config(name).to_dict(), name
+    known = set(Gemma4TextConfig().to_dict())  # a field misspelt by a geometry would be kept beside HF's default
+    for name in GEOMETRY_NAMES:  # the family's geometries: Gemma 4's 5:1 pattern of sliding and full layers
+        text = family_config(name)
+        assert set(text.to_dict()) <= known, set(text.to_dict()) - known
+        assert list(text.layer_types) == (["sliding_attention"] * 5 + ["full_attention"]) * (
+            text.num_hidden_layers // 6
+        )
     vision_tester = family_config("hf-vision-tester")  # HF's Vision2Text tester: the text tester's decoder
     assert vision_tester.get_text_config().to_dict() == family_config("hf-tester").to_dict()
     assert (vision_tester.get_text_config().hidden_size, vision_tester.vision_config.hidden_size) == (32, 32)

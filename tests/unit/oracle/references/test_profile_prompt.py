@@ -24,6 +24,10 @@ def test_each_image_fills_its_slot_between_boi_and_eoi(tiny_model):
         assert torch.all(ids[slot : slot + 64] == config.image_token_id)
     images = ids == config.image_token_id
     assert int(images.sum()) == 128 and prompt.pixel_values.shape[0] == 2 and bool(prompt.attention_mask.all())
+    # each image's patch positions (x, y), row by row: resized to 64 x 64 at a budget of 70 soft tokens,
+    # 16 x 16 patches of 4 pixels (pooled 2 x 2 into the 64), then the padding's -1 up to 4 x 70 patches
+    grid = [[x, y] for y in range(16) for x in range(16)] + [[-1, -1]] * (280 - 256)
+    assert prompt.pixel_values.shape == (2, 280, 48) and prompt.image_position_ids.tolist() == [grid, grid]
     torch.manual_seed(12345)  # the text is the seed's alone, whatever the global generator holds
     again, other = profile_prompt(config, PROFILE, 5), profile_prompt(config, PROFILE, 5, seed=1)
     assert torch.equal(again.input_ids, prompt.input_ids) and not torch.equal(other.input_ids, prompt.input_ids)
