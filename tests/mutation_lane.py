@@ -161,6 +161,15 @@ EQUIVALENT: dict[str, str] = {
         "the in-place graph's example input of shape (4,) for (1, 4): the same bug (the graph adds 1 to its"
         " input, so eager and exported part by exactly 1), the same row and figure"
     ),
+    "gemma4_static.oracle.numerics.parity_numerics.x_mask_value_check__mutmut_10": (
+        "exponent <= 700 for < 700 before math.exp: they differ at exactly 700, where exp(700) is 1.0e304,"
+        " so the masked weight (that times the keys) fails its bound as the infinity does; the cut only"
+        " keeps math.exp below its overflow at 709.78"
+    ),
+    "gemma4_static.oracle.references.hf.x_expand_hf_mask__mutmut_11": (
+        "torch.ones(kv_len) for torch.ones(1, kv_len) in the one-query pattern: expanded to (B, 1, 1, K)"
+        " either way, the same True at every key"
+    ),
     "gemma4_static.oracle.references.hf.x_expand_hf_mask__mutmut_12": (
         "torch.ones(1) for torch.ones(1, kv_len) in the one-query pattern: expanded to (B, 1, 1, K) either"
         " way, the same True at every key"

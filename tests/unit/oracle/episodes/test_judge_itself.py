@@ -20,7 +20,7 @@ from gemma4_static.oracle.episodes.boundaries import (
     image_prompt_lengths,
     prompt_lengths,
 )
-from gemma4_static.oracle.episodes.cases import Case, chunks_text, plan, run_case
+from gemma4_static.oracle.episodes.cases import Case, chunks_text, plan, run_case, splits
 from gemma4_static.oracle.episodes.judgement import Judgement, Scored
 from gemma4_static.oracle.episodes.scores import length_row, sqnr_row
 from gemma4_static.oracle.flow.verify import MINIMUM, verify
@@ -317,3 +317,10 @@ def test_each_refused_case_is_a_cell_of_the_grid_and_counted(tiny_model):
     assert (12, "chunks of 2W") in refused and (27, "one call") in refused and all(length > 7 for length, _ in refused)
     (counted,) = [row for row in result.rows if row.check.startswith("cases run")]
     assert f"({len(refused)} refused by the port's limits" in counted.check
+
+
+def test_a_schedule_splits_the_image_prefix_only_where_a_chunk_ends_inside_it():
+    """The prefix (an image of the port's profile, 4 tokens here) must lie inside one chunk: a chunk
+    ending at its last token keeps it whole; one ending before cuts it; no prefix, nothing to cut."""
+    assert not splits([4, 4], 4) and not splits([6, 2], 4) and not splits([1, 1], 0)
+    assert splits([3, 5], 4) and splits([1, 7], 4)

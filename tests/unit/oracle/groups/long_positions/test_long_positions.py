@@ -44,6 +44,7 @@ def test_a_port_that_needs_an_image_without_a_profile_is_skipped_with_the_reason
         "needs an image, no profile needs an image in every prompt and declares no image profile to put one"
         " before the text",
     )
+    assert (rows[2].check, rows[2].skipped) == ("logits", rows[1].skipped)  # the long prompt's row: the same reason
 
 
 def test_the_long_prompt_leaves_a_reserved_decode_slot_free(tiny_model):
