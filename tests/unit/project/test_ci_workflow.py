@@ -123,3 +123,12 @@ def test_ci_records_a_reference_and_judges_from_it_in_four_merged_shards():
     assert f"--reference reference-e2b\n          --shard ${{{{ matrix.shard }}}}/{len(shards)}" in workflow
     merged = " ".join(f"shard-{index}.json" for index in shards)
     assert f"gemma4-static merge {merged}" in workflow
+
+
+def test_the_nightly_mutation_shards_keep_their_results_and_the_history_to_diff_the_tests_against():
+    """mutmut's results are cached between nights; the lane forgets the recorded reach of the tests
+    changed since the commit it last ran at, which a shallow checkout would not hold (it would then
+    record every test's reach again each night)."""
+    job = WORKFLOW.read_text().split("\n  mutation:\n")[1].split("\n  mutation-sample:\n")[0]
+    assert "path: mutants" in job and "fetch-depth: 0" in job
+    assert "python -m tests.mutation_lane --shard ${{ matrix.shard }}/4" in job
