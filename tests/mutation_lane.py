@@ -320,7 +320,7 @@ def forget_changed_tests(folder: Path) -> int:
 
     def changed_under(test: str) -> bool:
         path = Path(test.split("::")[0])
-        return str(path) in changed or any(folder in path.parents for folder in fixtures)
+        return str(path) in changed or any(fixture_folder in path.parents for fixture_folder in fixtures)
 
     forgotten = {test for test in recorded if changed_under(test)}
     for test in forgotten:
