@@ -24,6 +24,7 @@ from gemma4_static.oracle.faults.catalogue_quant import _down_proj_takes_up_proj
 from gemma4_static.oracle.faults.catalogue_vision import _flip_xy
 from gemma4_static.oracle.faults.fault_patches import (
     QueryNormAfterRope,
+    neox_partial_rope,
     never_restoring,
     reusing_layers_over_the_cache,
     ring_slot_plus_one,
@@ -381,7 +382,7 @@ def test_range_before_the_norm_gives_each_layers_q_k_v_the_range_of_its_residual
             built.append((model, setup))
 
         def prefill(self, prompt, *, keep_intermediates):
-            return SimpleNamespace(hidden_states=streams[id(prompt)])
+            return SimpleNamespace(hidden_states=streams[id(prompt)] if keep_intermediates is True else None)
 
     ranges = []
     monkeypatch.setattr(static_faults, "StaticRuntimePort", Floating)
@@ -397,3 +398,16 @@ def test_range_before_the_norm_gives_each_layers_q_k_v_the_range_of_its_residual
     layer_0, layer_1 = (-1.0, 2.0), (-5.0, 4.0)  # the padded position's 99 and -99 left out
     expected = [(f"layer 0 {site}", *layer_0) for site in ("q_proj", "k_proj", "v_proj")]
     assert ranges == expected + [(f"layer 1 {site}", *layer_1) for site in ("q_proj", "k_proj", "v_proj")]
+
+
+def test_neox_partial_rope_spreads_the_exponents_over_the_rotated_dims_of_proportional_rope_only():
+    """``partial-rope-neox-exponents``: a proportional layer's frequencies ``theta ** (-2i / rotary)``
+    over its rotated half (``rotary = 0.5 x 8 = 4``: i = 0, 1), zeros past it, divided by the factor;
+    a default-RoPE layer's are the original's."""
+    original = neox_partial_rope(lambda spec: "original")
+    proportional = SimpleNamespace(
+        rope_type="proportional", partial_rotary_factor=0.5, head_dim=8, theta=100.0, factor=2.0
+    )
+    expected = torch.tensor([1.0, 0.1, 0.0, 0.0]) / 2.0  # 100 ** -(0 / 4), 100 ** -(2 / 4)
+    torch.testing.assert_close(original(proportional), expected, rtol=1e-6, atol=0)
+    assert original(SimpleNamespace(rope_type="default")) == "original"

@@ -104,6 +104,8 @@ def test_shards_merge_into_the_whole_runs_rows_and_verdict():
     assert merged["merged"] == {"shards": ["a.json", "b.json"]}
     backwards = merge_reports(list(reversed(shards)))  # the order given does not matter: shards by index
     assert backwards["rows"] == merged["rows"] and backwards["merged"] == {"shards": ["a.json", "b.json"]}
+    renamed = merge_reports([("2.json", shards[0][1]), ("1.json", shards[1][1])])  # by index, not by name
+    assert renamed["rows"] == merged["rows"] and renamed["merged"] == {"shards": ["2.json", "1.json"]}
 
 
 def test_a_row_of_a_group_the_table_does_not_name_comes_after_the_tables_groups():

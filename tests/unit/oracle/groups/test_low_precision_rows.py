@@ -19,6 +19,7 @@ from tests.unit.ports.port_adapters import WrappedWithImages
 
 STEPS = 3
 SQNR_ROWS = ("SQNR dB", "cosine", "max abs error", "PEIR")  # a metric row each, against float64
+ONE_RUN = pytest.mark.xdist_group("bf16-run")  # the tests of the one bfloat16 run on one worker (1 s a run)
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +37,7 @@ def _checks(rows, stage: str) -> list[tuple[str, str]]:
     return [(row.check, row.metric) for row in rows if row.stage == stage]
 
 
+@ONE_RUN
 def test_each_low_precision_row_is_under_its_check_and_passes(bf16_rows):
     assert {row.status for row in bf16_rows} == {"PASS", "INFO"}
     layers = [f"layers {start}-{start + 4} hidden states" for start in (0, 5)]
@@ -60,6 +62,7 @@ def test_each_low_precision_row_is_under_its_check_and_passes(bf16_rows):
     assert chunked and {row.stage for row in chunked} == {"chunked prefill"}
 
 
+@ONE_RUN
 def test_the_per_layer_plot_holds_each_layers_own_figures_against_float64(bf16_run):
     """The report's per-layer plot: layer by layer (10), a point per metric (SQNR and cosine gated,
     the other two measured) with HF's figure beside, where the rows merge five layers into their
@@ -75,6 +78,7 @@ def test_the_per_layer_plot_holds_each_layers_own_figures_against_float64(bf16_r
     assert all(point["hf"] is not None for point in points)  # HF in bfloat16 beside each
 
 
+@ONE_RUN
 def test_every_row_is_a_row_of_the_reports_schema(bf16_rows):
     """As ``verify --json`` writes it: the rows only a low-precision profile has (the margins, the
     token rule, the sample's top-2 gaps) included."""
@@ -85,6 +89,7 @@ def test_every_row_is_a_row_of_the_reports_schema(bf16_rows):
     assert gaps.higher_is_better and gaps.status == "INFO"  # a wider gap is better; reported, not gated
 
 
+@ONE_RUN
 def test_the_token_rule_names_every_valid_position_it_counted(bf16_rows, tiny_model):
     valid = int(sample_prompt(tiny_model.config, StaticRuntimePort.limits).attention_mask.sum())
     token_rows = [row for row in bf16_rows if row.stage == "prefill logits" and "valid position" in row.check]

@@ -16,6 +16,8 @@ def test_a_step_is_told_in_its_own_words():
     assert what_it_said("loading\nall done", "") == "all done"  # no verdict word: its last line
     assert what_it_said("", "") == "nothing printed"
     assert what_it_said("[prefill] max |diff| 0.0", "IndexError: 3") == "raised IndexError: 3"
+    said = what_it_said("[decode] logits [0, 3] max |diff| 0.5", "")  # only the step's own prefix cut
+    assert said == "logits [0, 3] max |diff| 0.5"
 
 
 class _FlowPort:

@@ -69,6 +69,15 @@ def test_the_e2b_geometry_writes_every_published_value_out():
     kept = set(E2B_PUBLISHED) - set(E2B_WIDTHS)
     fields = e2b_text_fields()
     assert {key: fields.get(key) for key in kept} == {key: E2B_PUBLISHED[key] for key in kept}
+    narrow = {key: fields[key] for key in E2B_WIDTHS}  # docs/models.md: its widths instead of E2B's
+    assert narrow == {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 2,
+        "vocab_size": 1024,
+        "vocab_size_per_layer_input": 1024,
+        "hidden_size_per_layer_input": 16,
+    }
 
 
 def test_the_tiny_model_is_what_its_documentation_says(tiny_model):

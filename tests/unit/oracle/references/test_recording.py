@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,6 +140,10 @@ def test_a_reference_folder_is_refused_for_other_weights_profile_or_plan(tmp_pat
     with pytest.raises(ValueError, match="recorded for model 'linear' with fingerprint") as refused:
         reference.admit_model(_model(seed=1), "float32")
     assert str(refused.value).endswith("(another model, config or weights): record it again for them")
+    recorded, given = re.search(
+        r"fingerprint ([0-9a-f]+)\.\.\.; the weights given have ([0-9a-f]+)\.\.\. ", str(refused.value)
+    ).groups()
+    assert recorded == manifest["model"]["fingerprint"][:16] and len(given) == 16 and given != recorded
     with pytest.raises(ValueError, match=r"not 'bfloat16': record it with --dtype bfloat16"):
         reference.admit_model(model, "bfloat16")
     prompt = Prompt(torch.tensor([[5, 6]]), torch.ones(1, 2, dtype=torch.long))
