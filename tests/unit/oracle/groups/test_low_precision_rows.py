@@ -60,6 +60,11 @@ def test_each_low_precision_row_is_under_its_check_and_passes(bf16_rows):
     assert matched.value == STEPS  # every token of the port's generation compared
     chunked = [row for row in bf16_rows if row.group == "chunked-prefill"]
     assert chunked and {row.stage for row in chunked} == {"chunked prefill"}
+    cache = [(f"{kind} of every producing layer and row", metric) for kind in ("K", "V") for metric in SQNR_ROWS]
+    assert _checks(bf16_rows, "KV cache") == cache  # each kind of the cache its own rows, under its check
+    assert [pair for pair in _checks(bf16_rows, "chunked prefill") if "producing" in pair[0]] == [
+        (f"chunks of 7, {check}", metric) for check, metric in cache
+    ]
 
 
 @ONE_RUN
