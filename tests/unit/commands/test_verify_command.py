@@ -51,7 +51,8 @@ def test_verify_passes_on_the_default_model_and_writes_json(tmp_path, capsys):
     covered = [layer for span in spans for layer in range(int(span.split("-")[0]), int(span.split("-")[1]) + 1)]
     assert covered == list(range(10)), spans  # the hidden states merged per span: every layer once, in order
     vision = [row["check"] for row in report["rows"] if row["stage"] == "vision prefill"]
-    assert vision[:2] == ["patch embeddings", "encoder layers 0-1 hidden states"], vision  # then pooling, soft tokens
+    sub_stages = ["patch embeddings", "encoder layers 0-1 hidden states", "pooled (pooling matrix)"]
+    assert vision[:4] == [*sub_stages, "soft tokens (stage) vs get_image_features"], vision  # each sub-stage once
     assert "soft tokens in prefill vs get_image_features" in vision
     stages = {row["stage"] for row in report["rows"]}
     assert stages == {

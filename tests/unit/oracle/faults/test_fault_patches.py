@@ -255,6 +255,23 @@ def test_the_wrapped_port_hands_both_mask_arguments_to_this_runtime():
     assert port.prefill_masks("attention", "types") == {"masks": ("attention", "types")}
 
 
+def test_the_wrapped_port_returns_this_runtimes_logits_and_chunk_logits_and_marks_its_prefill():
+    """Its prefill hands back the last tokens' and the chunk ends' logits (what the chunked-prefill
+    group compares), asks for the intermediates as told, and is marked as prefilling only meanwhile."""
+    port, seen = object.__new__(WrappedRuntimePort), []
+
+    def prefill(prompt, *, keep_intermediates):
+        seen.append((prompt, keep_intermediates, port.prefilling))
+        return SimpleNamespace(logits=last, chunk_logits=chunk_ends, hidden_states=(last,))
+
+    last, chunk_ends = torch.ones(1, 4), (torch.zeros(1, 4), torch.ones(1, 4))
+    port.inner, port.prefilling = SimpleNamespace(prefill=prefill), False
+    result = port.prefill("the prompt", keep_intermediates=True)
+    assert result.logits is last and result.chunk_logits is chunk_ends and seen == [("the prompt", True, True)]
+    assert result.hidden_states is None  # nothing inside exposed, as a port from outside
+    assert port.prefilling is False and port.first_chunk is None
+
+
 def test_padding_with_eos_writes_gemmas_eos_id_where_the_static_inputs_are_not_valid():
     """Gemma 4's text config: pad 0, EOS 1, BOS 2; the fault's padding is the EOS id, the rest kept."""
     assert (Gemma4TextConfig().pad_token_id, Gemma4TextConfig().eos_token_id) == (0, 1)

@@ -5,6 +5,7 @@ is exact) is the self-test lane's (``test_fuzz_power.py``)."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from gemma4_static.oracle.flow.verify import verify
 from gemma4_static.oracle.groups.long_positions import LONG_STEPS, STAGE
@@ -82,3 +83,13 @@ def test_a_failing_long_context_is_judged_by_hfs_one_pass_alone(tiny_model, monk
     port = f"{__name__}:ShortContextDecodeOff"
     (row,) = verify(tiny_model, VerifyOptions(port=port, groups=("long-positions",))).rows
     assert row.failed and row.compared and not row.raised and row.value == pytest.approx(1e-3, rel=0.1), row
+
+
+def test_in_a_low_precision_profile_the_long_prompt_is_scored_against_float64(tiny_model):
+    """bfloat16: the long prompt's case against HF in float64 (its SQNR against the profile's gate,
+    HF's own figure beside it), not the float32 tolerance."""
+    options = VerifyOptions(port=f"{ADAPTERS}:ShortContextPort", dtype=torch.bfloat16, groups=("long-positions",))
+    (row,) = verify(tiny_model, options).rows
+    assert row.check == "prompt 62: 1 schedule, chunk ends, last token, 2 decode steps, vs float64", row
+    assert (row.metric, row.tolerance) == ("SQNR dB", 20.0) and row.compared and not row.failed, row
+    assert row.hf == row.hf and row.hf > 20.0, row  # HF in bfloat16 measured against the same float64 answers
