@@ -96,7 +96,7 @@ def _hf_sites(model: Any, scheme: Scheme) -> Iterator[ReferenceSite]:
             yield ReferenceSite(name, getattr(text, table), scheme.table_bits, per_tensor=tensor)
     if getattr(text, "per_layer_model_projection", None) is not None:
         yield ReferenceSite("PLE projection", text.per_layer_model_projection, bits, group_size, act, tensor)
-    vision = getattr(getattr(model, "model", None), "vision_tower", None)
+    vision = getattr(model.model, "vision_tower", None)  # text_module read model.model already
     for index, layer in enumerate([] if vision is None else vision.encoder.layers):
         for kind in (*ATTENTION, *MLP):
             clipped = getattr(layer.self_attn if kind in ATTENTION else layer.mlp, kind)

@@ -134,6 +134,7 @@ def test_a_site_without_an_hf_counterpart_is_said_and_nothing_passes_for_it():
     session = SimpleNamespace(scheme=profile.scheme, sides=SchemeSides(None, adopted=profile))
     unmatched, weights, *ranges = quantization_rows(session)
     assert unmatched.check == "sites HF's forward never reached: layer 0 q_proj" and unmatched.status == "INFO"
+    assert (unmatched.stage, unmatched.metric, unmatched.value) == ("quantization", "sites not compared", 1)
     assert weights.failed and all(row.failed for row in ranges)
 
 
