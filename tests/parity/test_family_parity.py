@@ -164,8 +164,17 @@ def test_routing_ties_are_pinned_and_decided_disagreements_fail(tester_model):
     with pytest.MonkeyPatch.context() as patch:  # every margin counts as a tie
         patch.setattr("gemma4_static.oracle.checks.routing.MARGIN_BOUND", float("inf"))
         with tied.active(tester_model):
-            pinned = hf_prefill(tester_model, prompt)
+            router, routed = text_module(tester_model).layers[0].router, []
+            seen_after_the_pin = router.register_forward_hook(lambda module, args, output: routed.append(output))
+            try:
+                pinned = hf_prefill(tester_model, prompt)
+            finally:
+                seen_after_the_pin.remove()
     assert len(tied.ties) == 1 and not tied.decided and float("inf") > MARGIN_BOUND
+    (probabilities, weights, index), chosen = routed[0], torch.tensor(sorted([first, third]))
+    assert index[position].tolist() == chosen.tolist()  # HF's router weighs the pinned experts as its own:
+    expected = probabilities[position, chosen] / probabilities[position, chosen].sum() * router.per_expert_scale[chosen]
+    torch.testing.assert_close(weights[position], expected, rtol=0, atol=0)  # their probabilities renormalized, scaled
     unpinned = hf_prefill(tester_model, prompt)
     assert not torch.allclose(pinned.hidden_states[1][0, position], unpinned.hidden_states[1][0, position])
     # earlier tokens keep their experts (HF's per-expert batches change size, so only rounding moves)

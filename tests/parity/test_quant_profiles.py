@@ -135,16 +135,23 @@ def test_a_sweep_of_an_unknown_group_is_refused(tiny_model):
 
 
 def test_a_sweep_measures_each_group_at_its_own_output(tiny_model):
-    """A cheap twin of the numerics lane's sweep (four groups of the tiny model): a layer's group at
-    that layer's hidden states, the PLE's at the per-layer inputs, the vision tower's at the soft
-    tokens, a projection's (which every layer has) and the whole profile's at the last hidden states;
+    """A cheap twin of the numerics lane's sweep (five groups of the tiny model, its tables and head
+    quantized too): a layer's group at that layer's hidden states, the PLE's at the per-layer inputs,
+    the vision tower's at the soft tokens, the token table's at the embeddings after fusion, a
+    projection's (which every layer has) and the whole profile's at the last hidden states;
     each group quantized alone costs less KL than every group quantized and leaves its own output
     within 20 dB of float64 (a group measured at another output would not be); the JSON ranks them."""
-    groups = ("q_proj", "layer 2", "PLE", "vision")
-    sweep = run_sensitivity(tiny_model, VerifyOptions(quant="a16w8"), groups=groups)
+    groups = ("q_proj", "layer 2", "PLE", "vision", "embedding")
+    sweep = run_sensitivity(tiny_model, VerifyOptions(quant="a16w8+e8+h8"), groups=groups)
     last = "last hidden states (final norm)"
     assert sweep.baseline.output == last and sweep.baseline.mode == "all"
-    outputs = {"q_proj": last, "layer 2": "layer 2 hidden states", "PLE": "per-layer inputs", "vision": "soft tokens"}
+    outputs = {
+        "q_proj": last,
+        "layer 2": "layer 2 hidden states",
+        "PLE": "per-layer inputs",
+        "vision": "soft tokens",
+        "embedding": "embeddings after fusion",
+    }
     assert [(result.group, result.mode, result.output) for result in sweep.results] == [
         (group, mode, output) for mode in ("only", "all but") for group, output in outputs.items()
     ]

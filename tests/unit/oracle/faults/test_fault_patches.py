@@ -24,6 +24,7 @@ from gemma4_static.oracle.faults.catalogue_quant import _down_proj_takes_up_proj
 from gemma4_static.oracle.faults.catalogue_vision import _flip_xy
 from gemma4_static.oracle.faults.fault_patches import (
     QueryNormAfterRope,
+    chunk_as_decode,
     neox_partial_rope,
     never_restoring,
     reusing_layers_over_the_cache,
@@ -44,7 +45,7 @@ from gemma4_static.oracle.faults.static_faults import (
 )
 from gemma4_static.ports import PortSetup
 from gemma4_static.ports.prompt import Prompt
-from gemma4_static.quant.fake_quant import signed_range
+from gemma4_static.quant.fake_quant import ActivationQuantizer, signed_range
 from gemma4_static.spec import FULL_ATTENTION, SLIDING_ATTENTION, LayerTypeSpec
 
 
@@ -428,3 +429,24 @@ def test_neox_partial_rope_spreads_the_exponents_over_the_rotated_dims_of_propor
     expected = torch.tensor([1.0, 0.1, 0.0, 0.0]) / 2.0  # 100 ** -(0 / 4), 100 ** -(2 / 4)
     torch.testing.assert_close(original(proportional), expected, rtol=1e-6, atol=0)
     assert original(SimpleNamespace(rope_type="default")) == "original"
+
+
+def test_chunk_as_decode_runs_only_a_chunk_in_the_decode_steps_cache_mode():
+    """``chunk-as-decode``: a chunk's layers run as a decode step runs them (``cache``: the chunk
+    written into the slots before it attends); the other modes, and the arguments, handed over."""
+    calls = []
+    patched = chunk_as_decode(lambda stack, *args, mode, states=None: calls.append((stack, args, mode, states)))
+    for mode in ("chunk", "own", "cache"):  # the layer stack's three modes
+        patched("stack", "hidden", "positions", mode=mode, states="states")
+    assert [mode for *_, mode, _ in calls] == ["cache", "own", "cache"]
+    assert all(call[:2] == ("stack", ("hidden", "positions")) and call[3] == "states" for call in calls)
+
+
+def test_set_range_fixes_a_sites_range_at_exactly_the_range_given():
+    """What the observer saw before is forgotten; the range given is the one frozen (8 bits, asymmetric:
+    [-1, 2] is 3 / 255 a step, -128 at -1)."""
+    activation = ActivationQuantizer(8)
+    activation.observe(torch.tensor([-50.0, 50.0]))
+    static_faults.set_range(SimpleNamespace(activation=activation), -1.0, 2.0)
+    assert (float(activation.observer.min_val), float(activation.observer.max_val)) == (-1.0, 2.0)
+    assert float(activation.scale) == pytest.approx(3.0 / 255) and int(activation.zero_point) == -128 + 85

@@ -80,3 +80,19 @@ def test_the_chart_draws_both_modes_with_the_full_profile_dashed(tmp_path):
     panels = sorted({x for x, _, _ in placed})
     top_down = [[label for _, _, label in sorted((p for p in placed if p[0] == x), key=lambda p: p[1])] for x in panels]
     assert top_down == [["LM head", "layer 0"]] * 2  # in each panel the most sensitive group on top
+
+
+def test_the_chart_keeps_its_colours_and_puts_each_legend_lower_right(tmp_path, monkeypatch):
+    """The bars one colour, the full profile's line another, each legend in the lower right corner
+    (where the shortest bars leave room): read off the figure before it is closed."""
+    from matplotlib import colors, pyplot
+
+    closed, close = [], pyplot.close
+    monkeypatch.setattr(pyplot, "close", lambda figure: (closed.append(figure), close(figure)))
+    write_chart(SWEEP, tmp_path / "sensitivity.png", title="a8w8 on tiny")
+    (figure,) = closed
+    for axis in figure.axes:
+        assert {colors.to_hex(bar.get_facecolor()) for bar in axis.patches} == {"#4c72b0"}
+        (line,) = axis.lines
+        assert colors.to_hex(line.get_color()) == "#c44e52" and line.get_linestyle() == "--"
+        assert axis.get_legend()._loc == 4  # matplotlib's code for "lower right"

@@ -37,3 +37,13 @@ def test_a_profile_the_processor_does_not_give_is_refused(tiny_model):
     wrong = ImageProfile("tiny 48x48", (48, 48), budget=70, soft_tokens=63)
     with pytest.raises(ValueError, match="gives 64 soft tokens for \\(48, 48\\) at a budget of 70, not 63"):
         profile_prompt(tiny_model.config, wrong, 5)
+
+
+def test_a_profile_without_bos_starts_with_its_text(tiny_model):
+    """No BOS where the profile has none: the text before the first slot fills it from position 0."""
+    config = tiny_model.config
+    without = ImageProfile("tiny 48x48, no BOS", (48, 48), budget=70, soft_tokens=64, slots=(3,), bos=False)
+    ids = profile_prompt(config, without, 2).input_ids[0]
+    assert ids.shape == (2 + 1 + 64 + 1 + 2,) and int(ids[2]) == config.boi_token_id  # 2 text tokens, the image
+    assert 2 not in ids[:2].tolist() and torch.all(ids[3:67] == config.image_token_id)  # no BOS (id 2) anywhere first
+    assert int(ids[67]) == config.eoi_token_id

@@ -19,4 +19,6 @@ def test_every_non_finite_number_is_written_as_null(tmp_path):
     assert document["rows"][0]["value"] is None and document["rows"][0]["tolerance"] == 1e-4
     assert document["figures"]["grid"] == [{"value": None, "tolerance": 1.0, "points": [None, 2.5]}]
     write_report(tmp_path / "report.json", document)
-    assert json.loads((tmp_path / "report.json").read_text())["figures"] == document["figures"]
+    text = (tmp_path / "report.json").read_text()
+    assert json.loads(text)["figures"] == document["figures"]
+    assert text.endswith("}\n") and text.splitlines()[1].startswith('  "')  # indented: two reports diff line by line

@@ -91,5 +91,6 @@ def test_in_a_low_precision_profile_the_long_prompt_is_scored_against_float64(ti
     options = VerifyOptions(port=f"{ADAPTERS}:ShortContextPort", dtype=torch.bfloat16, groups=("long-positions",))
     (row,) = verify(tiny_model, options).rows
     assert row.check == "prompt 62: 1 schedule, chunk ends, last token, 2 decode steps, vs float64", row
+    assert (row.stage, row.group) == ("long positions", "long-positions"), row
     assert (row.metric, row.tolerance) == ("SQNR dB", 20.0) and row.compared and not row.failed, row
     assert row.hf == row.hf and row.hf > 20.0, row  # HF in bfloat16 measured against the same float64 answers

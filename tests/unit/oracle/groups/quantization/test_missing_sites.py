@@ -48,6 +48,8 @@ def test_the_ranges_report_counts_the_sites_it_compares(port, tiny_model):
     assert len(ranges) == 2 and all(row.check.startswith(start) for row in ranges), [row.check for row in ranges]
     assert all(row.failed == fails for row in ranges), ranges
     assert all(math.isnan(row.value) for row in ranges) == fails  # nothing compared: NaN, never a pass
+    if fails:  # and no site named as the worst or the widest
+        assert [row.check for row in ranges] == [f"{start} vs HF's [worst: ]", f"{start} vs HF's [widest: ]"]
 
 
 class RangesNotExposed(StaticSchemePort):
