@@ -131,6 +131,12 @@ EQUIVALENT: dict[str, str] = {
         "zero_point_dtype left to torchao: its default follows the target dtype, torch.int32 as given (torchao"
         " 0.18; 4, 8 and 16 bits, symmetric or not: the same scale, zero point and dequantized values)"
     ),
+    "gemma4_static.oracle.numerics.reference_quant.xǁReferenceActivationǁ_chosen__mutmut_10": (
+        "zero_point_dtype=None is torchao's default: the same as mutant 19, which leaves it out"
+    ),
+    "gemma4_static.oracle.numerics.metrics.x_kl_divergence__mutmut_13": (
+        "log_softmax over dim +1 for -1: the logits are (N, vocab), as the function takes them, so dim 1 is the last"
+    ),
     "gemma4_static.oracle.numerics.metrics.x_measure__mutmut_12": (
         "float('NAN') for float('nan'): float() reads NaN's name in any case"
     ),
