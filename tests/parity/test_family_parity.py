@@ -174,6 +174,7 @@ def test_routing_ties_are_pinned_and_decided_disagreements_fail(tester_model):
     (probabilities, weights, index), chosen = routed[0], torch.tensor(sorted([first, third]))
     assert index[position].tolist() == chosen.tolist()  # HF's router weighs the pinned experts as its own:
     expected = probabilities[position, chosen] / probabilities[position, chosen].sum() * router.per_expert_scale[chosen]
+    # exact (rtol=atol=0): the same float32 operations on the same tensors in HF's order, no summation to reorder
     torch.testing.assert_close(weights[position], expected, rtol=0, atol=0)  # their probabilities renormalized, scaled
     unpinned = hf_prefill(tester_model, prompt)
     assert not torch.allclose(pinned.hidden_states[1][0, position], unpinned.hidden_states[1][0, position])
